@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Boolean, ForeignKey, Integer, LargeBinary, String
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.db import Base, UTCDateTime, utcnow
+
+
+class Endpoint(Base):
+    """A URL given to one provider: /hooks/<id>."""
+
+    __tablename__ = "endpoints"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    provider: Mapped[str] = mapped_column(String(64))
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    secrets: Mapped[list[EndpointSecret]] = relationship(
+        back_populates="endpoint",
+        cascade="all, delete-orphan",
+        order_by="EndpointSecret.id",
+        lazy="selectin",
+    )
+
+
+class EndpointSecret(Base):
+    """One active signing secret, encrypted; an endpoint may have several (rotation)."""
+
+    __tablename__ = "endpoint_secrets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    endpoint_id: Mapped[str] = mapped_column(
+        ForeignKey("endpoints.id", ondelete="CASCADE"), index=True
+    )
+    ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
+    # First hex digits of sha256(secret): lets a person tell secrets apart, reveals nothing.
+    fingerprint: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    endpoint: Mapped[Endpoint] = relationship(back_populates="secrets")

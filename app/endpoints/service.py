@@ -1,0 +1,103 @@
+"""Endpoints and their secrets. Functions take the session first and never commit."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets as random_tokens
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.crypto import SecretBox
+from app.endpoints.models import Endpoint, EndpointSecret
+from app.errors import BadRequest, NotFound
+from app.providers.base import Provider
+
+
+@dataclass(frozen=True)
+class ActiveEndpoint:
+    endpoint: Endpoint
+    secrets: list[str]
+
+
+def fingerprint(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()[:12]
+
+
+def generate_secret() -> str:
+    return random_tokens.token_urlsafe(32)
+
+
+def create_endpoint(
+    session: Session,
+    *,
+    provider: Provider,
+    name: str,
+    secrets: list[str],
+    box: SecretBox,
+) -> tuple[Endpoint, list[str]]:
+    """Create an endpoint; returns it with its plaintext secrets (generated where allowed)."""
+    if not secrets:
+        if not provider.generates_secret:
+            raise BadRequest(
+                f"{provider.name} chooses the signing secret: pass --secret with the value "
+                "the provider shows you",
+                reason="secret_required",
+            )
+        secrets = [generate_secret()]
+    if session.scalar(select(Endpoint.id).where(Endpoint.name == name)) is not None:
+        raise BadRequest(f"an endpoint named {name!r} exists already", reason="name_taken")
+    endpoint = Endpoint(id="ep_" + random_tokens.token_hex(10), name=name, provider=provider.name)
+    session.add(endpoint)
+    for secret in secrets:
+        add_secret(session, endpoint, secret, box=box)
+    session.flush()
+    return endpoint, secrets
+
+
+def add_secret(session: Session, endpoint: Endpoint, secret: str, *, box: SecretBox) -> EndpointSecret:
+    if not secret:
+        raise BadRequest("a secret cannot be empty", reason="empty_secret")
+    row = EndpointSecret(ciphertext=box.encrypt(secret), fingerprint=fingerprint(secret))
+    endpoint.secrets.append(row)
+    session.flush()
+    return row
+
+
+def remove_secret(session: Session, endpoint: Endpoint, secret_ref: str) -> EndpointSecret:
+    """Remove by secret id or fingerprint. The last secret cannot be removed."""
+    matches = [s for s in endpoint.secrets if secret_ref in (str(s.id), s.fingerprint)]
+    if not matches:
+        raise NotFound(f"endpoint {endpoint.id} has no secret {secret_ref!r}")
+    if len(endpoint.secrets) == 1:
+        raise BadRequest(
+            "cannot remove the endpoint's only secret: add the new one first",
+            reason="last_secret",
+        )
+    row = matches[0]
+    endpoint.secrets.remove(row)
+    session.flush()
+    return row
+
+
+def get_endpoint(session: Session, ref: str) -> Endpoint:
+    """By id or by name."""
+    endpoint = session.scalar(
+        select(Endpoint).where((Endpoint.id == ref) | (Endpoint.name == ref))
+    )
+    if endpoint is None:
+        raise NotFound(f"no endpoint {ref!r}")
+    return endpoint
+
+
+def active_endpoint(session: Session, endpoint_id: str, *, box: SecretBox) -> ActiveEndpoint:
+    """The enabled endpoint and its decrypted secrets, for one ingest request."""
+    endpoint = session.get(Endpoint, endpoint_id)
+    if endpoint is None or not endpoint.enabled:
+        raise NotFound("unknown or disabled endpoint", reason="unknown_endpoint")
+    return ActiveEndpoint(endpoint, [box.decrypt(s.ciphertext) for s in endpoint.secrets])
+
+
+def endpoint_url(public_url: str, endpoint: Endpoint) -> str:
+    return f"{public_url.rstrip('/')}/hooks/{endpoint.id}"

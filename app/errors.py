@@ -1,0 +1,101 @@
+"""The exceptions a request can end in; each carries an HTTP status and a machine reason."""
+
+from __future__ import annotations
+
+from flask import Flask, Response, jsonify
+from werkzeug.exceptions import HTTPException
+
+
+class HooklatchError(Exception):
+    status_code = 500
+    reason = "internal_error"
+    headers: dict[str, str] = {}
+
+    def __init__(self, message: str = "", *, reason: str | None = None) -> None:
+        super().__init__(message or self.__class__.__doc__ or self.reason)
+        if reason is not None:
+            self.reason = reason
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class NotFound(HooklatchError):
+    """No such resource."""
+
+    status_code = 404
+    reason = "not_found"
+
+
+class Unauthorized(HooklatchError):
+    """Missing or wrong credentials."""
+
+    status_code = 401
+    reason = "unauthorized"
+
+
+class BadRequest(HooklatchError):
+    """The request cannot be processed as sent."""
+
+    status_code = 400
+    reason = "bad_request"
+
+
+class VerificationError(HooklatchError):
+    """The request's signature or timestamp did not verify."""
+
+    status_code = 401
+    reason = "bad_signature"
+
+
+class MalformedRequest(VerificationError):
+    """A header or the body is not in the provider's format."""
+
+    status_code = 400
+    reason = "malformed"
+
+
+class BodyTooLarge(HooklatchError):
+    """The body is larger than HOOKLATCH_MAX_BODY_BYTES."""
+
+    status_code = 413
+    reason = "body_too_large"
+
+
+class StoreUnavailable(HooklatchError):
+    """The database did not answer; nothing was stored. Retry later."""
+
+    status_code = 503
+    reason = "store_unavailable"
+    headers = {"Retry-After": "5"}
+
+
+class ProviderUnavailable(HooklatchError):
+    """The endpoint's provider plugin is not installed here; nothing was stored. Retry later."""
+
+    status_code = 503
+    reason = "provider_unavailable"
+    headers = {"Retry-After": "30"}
+
+
+def register_error_handlers(app: Flask) -> None:
+    @app.errorhandler(HooklatchError)
+    def _render(exc: HooklatchError) -> tuple[Response, int]:
+        response = jsonify(error=exc.reason, message=exc.message)
+        response.headers.update(exc.headers)
+        return response, exc.status_code
+
+    @app.errorhandler(HTTPException)
+    def _render_http(exc: HTTPException) -> tuple[Response, int]:
+        reason = HTTP_REASONS.get(exc.code or 500, "http_error")
+        response = jsonify(error=reason, message=exc.description)
+        return response, exc.code or 500
+
+
+HTTP_REASONS = {
+    404: "not_found",
+    405: "method_not_allowed",
+    413: BodyTooLarge.reason,
+    400: "bad_request",
+}

@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base, UTCDateTime, utcnow
+
+# BIGINT ids on servers; SQLite only auto-increments INTEGER PRIMARY KEY.
+BigId = BigInteger().with_variant(Integer, "sqlite")
+
+PENDING = "pending"
+PROCESSED = "processed"
+IGNORED = "ignored"
+DEAD = "dead"
+
+
+class Event(Base):
+    """One provider event, stored once per (endpoint, external id).
+
+    The row doubles as the dedupe key: `body` and `headers` may be pruned for
+    storage while the key stays, so a late retry is still recognised.
+    """
+
+    __tablename__ = "events"
+    __table_args__ = (
+        UniqueConstraint("endpoint_id", "external_id"),
+        Index("ix_events_status_next_attempt_at", "status", "next_attempt_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    endpoint_id: Mapped[str] = mapped_column(ForeignKey("endpoints.id", ondelete="CASCADE"))
+    provider: Mapped[str] = mapped_column(String(64))
+    external_id: Mapped[str] = mapped_column(String(255))
+    type: Mapped[str] = mapped_column(String(255))
+    occurred_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    status: Mapped[str] = mapped_column(String(16), default=PENDING)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    job_id: Mapped[str | None] = mapped_column(String(64))
+    processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    body: Mapped[bytes | None] = mapped_column(LargeBinary)
+    headers: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    body_sha256: Mapped[str] = mapped_column(String(64))
+    # Deliveries that reused this event id with a different body: a bug or an attack.
+    mismatched_duplicates: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class OutboxEntry(Base):
+    """Work to hand to the queue, written in the transaction that stored the event."""
+
+    __tablename__ = "outbox"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    event_id: Mapped[int] = mapped_column(
+        ForeignKey("events.id", ondelete="CASCADE"), index=True
+    )
+    replay_id: Mapped[int | None] = mapped_column(
+        ForeignKey("replays.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Replay(Base):
+    """An explicit request to run an event's handlers again, with who asked and why."""
+
+    __tablename__ = "replays"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    event_id: Mapped[int] = mapped_column(
+        ForeignKey("events.id", ondelete="CASCADE"), index=True
+    )
+    requested_by: Mapped[str] = mapped_column(String(200))
+    reason: Mapped[str | None] = mapped_column(Text)
+    requested_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    status: Mapped[str] = mapped_column(String(16), default=PENDING, index=True)
+    dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    job_id: Mapped[str | None] = mapped_column(String(64))
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class Attempt(Base):
+    """One run of an event's handlers: a delivery attempt or a replay."""
+
+    __tablename__ = "attempts"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    event_id: Mapped[int] = mapped_column(
+        ForeignKey("events.id", ondelete="CASCADE"), index=True
+    )
+    replay_id: Mapped[int | None] = mapped_column(ForeignKey("replays.id", ondelete="SET NULL"))
+    number: Mapped[int] = mapped_column(Integer)
+    outcome: Mapped[str] = mapped_column(String(16))
+    handlers: Mapped[str] = mapped_column(Text, default="")
+    error: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

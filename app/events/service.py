@@ -1,0 +1,221 @@
+"""Ingest, dedupe and replay requests. Functions take the session first and never commit."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Insert, Table, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from app.endpoints.models import Endpoint
+from app.errors import NotFound
+from app.events.models import DEAD, PENDING, Event, OutboxEntry, Replay
+from app.providers.base import IncomingEvent
+
+log = logging.getLogger(__name__)
+
+# Credentials of the hop in front of us are not the provider's and are not stored.
+UNSTORED_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+
+ACCEPTED = "accepted"
+DUPLICATE = "duplicate"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    id: int
+    external_id: str
+    status: str  # accepted | duplicate
+    rearmed: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "external_id": self.external_id,
+            "status": self.status,
+            **({"rearmed": True} if self.rearmed else {}),
+        }
+
+
+def insert_ignoring_conflict(session: Session, table: Table, columns: list[str]) -> Insert:
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing(index_elements=columns)
+    if dialect == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing(index_elements=columns)
+    raise NotImplementedError(f"no conflict-free insert for {dialect}")
+
+
+def record_events(
+    session: Session,
+    *,
+    endpoint: Endpoint,
+    incoming: Sequence[IncomingEvent],
+    headers: Mapping[str, str],
+    body: bytes,
+    now: datetime,
+) -> list[Recorded]:
+    """Store each event once; a new one gets an outbox row in the same transaction."""
+    digest = hashlib.sha256(body).hexdigest()
+    stored_headers = {k: v for k, v in headers.items() if k not in UNSTORED_HEADERS}
+    statement = insert_ignoring_conflict(
+        session, Event.__table__, ["endpoint_id", "external_id"]  # type: ignore[arg-type]
+    ).returning(Event.id)
+    results = []
+    for item in incoming:
+        new_id = session.execute(
+            statement.values(
+                endpoint_id=endpoint.id,
+                provider=endpoint.provider,
+                external_id=item.external_id,
+                type=item.type,
+                occurred_at=item.occurred_at,
+                received_at=now,
+                status=PENDING,
+                attempts=0,
+                next_attempt_at=now,
+                body=body,
+                headers=stored_headers,
+                body_sha256=digest,
+                mismatched_duplicates=0,
+            )
+        ).scalar_one_or_none()
+        if new_id is not None:
+            session.add(OutboxEntry(event_id=new_id, created_at=now))
+            results.append(Recorded(new_id, item.external_id, ACCEPTED))
+        else:
+            results.append(_duplicate(session, endpoint, item, digest=digest, now=now))
+    session.flush()
+    return results
+
+
+def _duplicate(
+    session: Session, endpoint: Endpoint, item: IncomingEvent, *, digest: str, now: datetime
+) -> Recorded:
+    existing = session.execute(
+        select(Event.id, Event.status, Event.body_sha256).where(
+            Event.endpoint_id == endpoint.id, Event.external_id == item.external_id
+        )
+    ).one()
+    if existing.body_sha256 != digest:
+        log.warning(
+            "event id reused with a different body",
+            extra={"endpoint_id": endpoint.id, "external_id": item.external_id},
+        )
+        session.execute(
+            update(Event)
+            .where(Event.id == existing.id)
+            .values(mismatched_duplicates=Event.mismatched_duplicates + 1)
+        )
+    rearmed = existing.status == DEAD and rearm(session, existing.id, now=now)
+    return Recorded(existing.id, item.external_id, DUPLICATE, rearmed=rearmed)
+
+
+def rearm(session: Session, event_id: int, *, now: datetime) -> bool:
+    """A provider re-sent an event that died here: give it a fresh round of attempts."""
+    changed = session.execute(
+        update(Event)
+        .where(Event.id == event_id, Event.status == DEAD)
+        .values(status=PENDING, attempts=0, next_attempt_at=now, dispatched_at=None, job_id=None)
+    ).rowcount
+    if changed:
+        session.add(OutboxEntry(event_id=event_id, created_at=now))
+        log.info("dead event re-armed by a provider retry", extra={"event_db_id": event_id})
+    return bool(changed)
+
+
+def request_replay(
+    session: Session, event_id: int, *, requested_by: str, reason: str | None, now: datetime
+) -> Replay:
+    if session.get(Event, event_id) is None:
+        raise NotFound(f"no event {event_id}")
+    replay = Replay(
+        event_id=event_id,
+        requested_by=requested_by,
+        reason=reason,
+        requested_at=now,
+        status=PENDING,
+    )
+    session.add(replay)
+    session.flush()
+    session.add(OutboxEntry(event_id=event_id, replay_id=replay.id, created_at=now))
+    session.flush()
+    return replay
+
+
+def describe_event(event: Event) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "endpoint_id": event.endpoint_id,
+        "provider": event.provider,
+        "external_id": event.external_id,
+        "type": event.type,
+        "status": event.status,
+        "attempts": event.attempts,
+        "received_at": _iso(event.received_at),
+        "occurred_at": _iso(event.occurred_at),
+        "next_attempt_at": _iso(event.next_attempt_at),
+        "processed_at": _iso(event.processed_at),
+        "last_error": event.last_error,
+        "body_sha256": event.body_sha256,
+        "mismatched_duplicates": event.mismatched_duplicates,
+    }
+
+
+def event_history(session: Session, event: Event) -> dict[str, Any]:
+    from app.events.models import Attempt
+
+    attempts = session.scalars(
+        select(Attempt).where(Attempt.event_id == event.id).order_by(Attempt.id)
+    ).all()
+    replays = session.scalars(
+        select(Replay).where(Replay.event_id == event.id).order_by(Replay.id)
+    ).all()
+    return {
+        **describe_event(event),
+        "attempts_log": [
+            {
+                "number": a.number,
+                "outcome": a.outcome,
+                "replay_id": a.replay_id,
+                "handlers": [h for h in a.handlers.split(",") if h],
+                "error": a.error,
+                "started_at": _iso(a.started_at),
+                "finished_at": _iso(a.finished_at),
+            }
+            for a in attempts
+        ],
+        "replays": [describe_replay(r) for r in replays],
+    }
+
+
+def describe_replay(replay: Replay) -> dict[str, Any]:
+    return {
+        "id": replay.id,
+        "event_id": replay.event_id,
+        "status": replay.status,
+        "requested_by": replay.requested_by,
+        "reason": replay.reason,
+        "requested_at": _iso(replay.requested_at),
+        "finished_at": _iso(replay.finished_at),
+        "error": replay.error,
+    }
+
+
+def list_events(
+    session: Session, *, status: str | None = None, limit: int = 50
+) -> Sequence[Event]:
+    query = select(Event).order_by(Event.id.desc()).limit(limit)
+    if status:
+        query = query.where(Event.status == status)
+    return session.scalars(query).all()
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None

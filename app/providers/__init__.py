@@ -1,0 +1,42 @@
+"""Provider plugins, discovered through the ``hooklatch.providers`` entry-point group."""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+from app.providers.base import Provider
+
+GROUP = "hooklatch.providers"
+REQUIRED = ("verify", "parse")
+
+
+class PluginError(RuntimeError):
+    """A provider plugin cannot be loaded; the message names it."""
+
+
+def load_providers() -> dict[str, Provider]:
+    providers: dict[str, Provider] = {}
+    origins: dict[str, str] = {}
+    for ep in entry_points(group=GROUP):
+        origin = f"{ep.name} = {ep.value}"
+        if ep.name in providers:
+            raise PluginError(
+                f"provider name {ep.name!r} is registered twice: {origins[ep.name]!r} "
+                f"and {origin!r}"
+            )
+        try:
+            factory = ep.load()
+        except Exception as exc:
+            raise PluginError(f"provider plugin {origin!r} failed to import: {exc}") from exc
+        providers[ep.name] = validate(factory, origin=origin)
+        origins[ep.name] = origin
+    return providers
+
+
+def validate(factory: object, *, origin: str) -> Provider:
+    instance = factory() if isinstance(factory, type) else factory
+    for method in REQUIRED:
+        attr = getattr(type(instance), method, None)
+        if not callable(attr) or attr is getattr(Provider, method):
+            raise PluginError(f"provider plugin {origin!r} does not implement {method}()")
+    return instance  # type: ignore[return-value]

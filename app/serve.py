@@ -1,0 +1,86 @@
+"""`hooklatch serve`: gunicorn in-process; on the embedded default, a ready demo endpoint."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from dataclasses import replace
+from typing import Any
+
+import click
+from gunicorn.app.base import BaseApplication
+from sqlalchemy import select
+
+from app.settings import Settings
+
+DEMO_ENDPOINT = "demo"
+
+
+class _Gunicorn(BaseApplication):  # type: ignore[misc]
+    def __init__(self, settings: Settings, options: dict[str, Any]) -> None:
+        self.settings = settings
+        self.options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        from app import create_app
+
+        return create_app(self.settings)
+
+
+def serve_embedded(settings: Settings, *, host: str, port: int, send_command: str) -> None:
+    send_command += f" send-test {DEMO_ENDPOINT}"
+    if not os.environ.get("HOOKLATCH_PUBLIC_URL"):
+        settings = replace(settings, public_url=f"http://{host}:{port}")
+        if settings.public_url != Settings.public_url:
+            send_command += f" --url {settings.public_url}"
+    options: dict[str, Any] = {"bind": f"{host}:{port}", "worker_class": "gthread", "threads": 4}
+    if settings.embedded:
+        # One process: the dispatcher thread lives beside the request threads.
+        options["workers"] = 1
+        settings = settings.with_embedded_key()
+        _prepare_embedded(settings, send_command)
+    else:
+        options["workers"] = int(os.environ.get("WEB_CONCURRENCY", 2))
+    _Gunicorn(settings, options).run()
+
+
+def _prepare_embedded(settings: Settings, send_command: str) -> None:
+    from alembic import command
+
+    from app.endpoints.models import Endpoint
+    from app.endpoints.service import create_endpoint, endpoint_url
+    from app.runtime import build_runtime
+    from migrations import alembic_config
+
+    settings.instance_path.mkdir(parents=True, exist_ok=True)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    command.upgrade(alembic_config(settings.sqlalchemy_url), "head")
+    if not settings.handlers:
+        import app.demo  # noqa: F401  (registers the demo handler)
+    runtime = build_runtime(settings)
+    with runtime.session_factory.begin() as session:
+        endpoint = session.scalar(select(Endpoint).where(Endpoint.name == DEMO_ENDPOINT))
+        if endpoint is None:
+            endpoint, _ = create_endpoint(
+                session,
+                provider=runtime.provider("stripe"),
+                name=DEMO_ENDPOINT,
+                secrets=["whsec_" + secrets.token_urlsafe(24)],
+                box=runtime.box,
+            )
+        url = endpoint_url(settings.public_url, endpoint)
+    runtime.engine.dispose()
+    click.echo(
+        f"\nhooklatch (embedded: SQLite at {settings.sqlalchemy_url.removeprefix('sqlite:///')}, "
+        "handlers run in this process)\n"
+        f"Demo endpoint '{DEMO_ENDPOINT}' (stripe): {url}\n"
+        "Send it a correctly signed test event from another terminal, in this folder:\n\n"
+        f"    {send_command}\n",
+        err=True,
+    )

@@ -1,0 +1,155 @@
+"""Configuration, read once from the environment and validated at start."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from cryptography.fernet import Fernet
+
+DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed; the message names it."""
+
+
+def _int(environ: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a whole number, got {raw!r}") from None
+    if value < minimum:
+        raise SettingsError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def _float(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+    if value < 0:
+        raise SettingsError(f"{name} must not be negative, got {value}")
+    return value
+
+
+def _list(raw: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (raw or "").split(",") if part.strip())
+
+
+def _check_fernet_keys(keys: tuple[str, ...]) -> None:
+    for position, key in enumerate(keys, start=1):
+        try:
+            Fernet(key)
+        except (ValueError, TypeError):
+            raise SettingsError(
+                f"HOOKLATCH_SECRET_KEYS: key {position} is not a valid Fernet key "
+                "(32 url-safe base64-encoded bytes; make one with `hooklatch keys generate`)"
+            ) from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str | None = None
+    redis_url: str | None = None
+    secret_keys: tuple[str, ...] = ()
+    admin_token: str | None = field(default=None, repr=False)
+    public_url: str = "http://127.0.0.1:8000"
+    handlers: tuple[str, ...] = ()
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    instance_path: Path = field(default_factory=lambda: Path.cwd() / "instance")
+    queue_name: str = "hooklatch"
+    max_attempts: int = 8
+    retry_base_seconds: float = 10.0
+    retry_max_seconds: float = 6 * 3600.0
+    job_size: int = 200
+    relay_batch_size: int = 1000
+    relay_poll_seconds: float = 1.0
+    sweep_interval_seconds: float = 5.0
+    dispatch_grace_seconds: float = 30.0
+    start_dispatcher: bool = True
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        settings = cls(
+            database_url=env.get("DATABASE_URL") or None,
+            redis_url=env.get("REDIS_URL") or None,
+            secret_keys=_list(env.get("HOOKLATCH_SECRET_KEYS")),
+            admin_token=env.get("HOOKLATCH_ADMIN_TOKEN") or None,
+            public_url=(env.get("HOOKLATCH_PUBLIC_URL") or cls.public_url).rstrip("/"),
+            handlers=_list(env.get("HOOKLATCH_HANDLERS")),
+            max_body_bytes=_int(
+                env, "HOOKLATCH_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, minimum=1
+            ),
+            instance_path=Path(env.get("HOOKLATCH_INSTANCE_PATH") or Path.cwd() / "instance"),
+            queue_name=env.get("HOOKLATCH_QUEUE") or cls.queue_name,
+            max_attempts=_int(env, "HOOKLATCH_MAX_ATTEMPTS", cls.max_attempts, minimum=1),
+            retry_base_seconds=_float(env, "HOOKLATCH_RETRY_BASE_SECONDS", cls.retry_base_seconds),
+            retry_max_seconds=_float(env, "HOOKLATCH_RETRY_MAX_SECONDS", cls.retry_max_seconds),
+            job_size=_int(env, "HOOKLATCH_JOB_SIZE", cls.job_size, minimum=1),
+            dispatch_grace_seconds=_float(
+                env, "HOOKLATCH_DISPATCH_GRACE_SECONDS", cls.dispatch_grace_seconds
+            ),
+            sweep_interval_seconds=_float(
+                env, "HOOKLATCH_SWEEP_INTERVAL_SECONDS", cls.sweep_interval_seconds
+            ),
+        )
+        return settings.validated()
+
+    @property
+    def embedded(self) -> bool:
+        """No Redis configured: events are dispatched by a thread inside the web process."""
+        return self.redis_url is None
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        if self.database_url:
+            url = self.database_url
+            # Heroku-style URLs name the scheme "postgres".
+            if url.startswith("postgres://"):
+                url = "postgresql://" + url[len("postgres://") :]
+            return url
+        return f"sqlite:///{self.instance_path / 'hooklatch.sqlite3'}"
+
+    def validated(self) -> Settings:
+        if self.database_url and not self.database_url.startswith(
+            ("postgres://", "postgresql", "sqlite", "mysql")
+        ):
+            raise SettingsError("DATABASE_URL must be a postgresql://, mysql:// or sqlite:// URL")
+        if self.redis_url and not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
+            raise SettingsError("REDIS_URL must be a redis://, rediss:// or unix:// URL")
+        if not self.public_url.startswith(("http://", "https://")):
+            raise SettingsError("HOOKLATCH_PUBLIC_URL must start with http:// or https://")
+        if self.retry_max_seconds < self.retry_base_seconds:
+            raise SettingsError(
+                "HOOKLATCH_RETRY_MAX_SECONDS must not be smaller than HOOKLATCH_RETRY_BASE_SECONDS"
+            )
+        _check_fernet_keys(self.secret_keys)
+        if not self.secret_keys and self.database_url:
+            raise SettingsError(
+                "HOOKLATCH_SECRET_KEYS is required when DATABASE_URL is set: endpoint secrets "
+                "are encrypted with it. Make one with `hooklatch keys generate`."
+            )
+        return self
+
+    def with_embedded_key(self) -> Settings:
+        """The embedded default (no DATABASE_URL) keeps a generated key in the instance folder."""
+        if self.secret_keys or self.database_url:
+            return self
+        key_file = self.instance_path / "secret.key"
+        if not key_file.exists():
+            self.instance_path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(Fernet.generate_key().decode())
+        return replace(self, secret_keys=(key_file.read_text().strip(),))

@@ -1,0 +1,24 @@
+"""The embedded default: a relay thread in the web process that runs handlers itself."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from app.runtime import Runtime
+from workers.relay import Relay
+from workers.sinks import InlineSink
+
+log = logging.getLogger(__name__)
+
+
+def start_embedded_dispatcher(runtime: Runtime) -> threading.Event:
+    """Start the dispatcher thread; returns the event that stops it."""
+    stop = threading.Event()
+    relay = Relay(runtime, InlineSink(runtime))
+    thread = threading.Thread(
+        target=relay.run, args=(stop,), kwargs={"wake": runtime.wake}, name="hooklatch-dispatcher", daemon=True
+    )
+    thread.start()
+    log.info("embedded dispatcher started: events are processed in this process")
+    return stop

@@ -1,0 +1,55 @@
+"""The RQ job: process a batch of events and replays, each in its own transaction."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from rq import get_current_job
+
+from app.events.processing import process_event, process_replay
+from app.logs import bind
+from app.runtime import Runtime
+from workers.lease import job_lease
+
+log = logging.getLogger(__name__)
+
+
+class _State:
+    runtime: Runtime | None = None
+    pid: int = 0
+
+
+def install(runtime: Runtime) -> None:
+    """Called once by the worker bootstrap; jobs find the runtime here."""
+    _State.runtime = runtime
+    _State.pid = os.getpid()
+
+
+def _runtime() -> Runtime:
+    runtime = _State.runtime
+    if runtime is None:
+        raise RuntimeError("hooklatch jobs run in `hooklatch worker`, which sets up the runtime")
+    if _State.pid != os.getpid():
+        # A forked work horse must not use the parent's pooled connections.
+        runtime.engine.dispose(close=False)
+        _State.pid = os.getpid()
+    return runtime
+
+
+def process_batch(event_ids: list[int], replay_ids: list[int] | None = None) -> dict[str, int]:
+    runtime = _runtime()
+    job = get_current_job()
+    job_id = job.id if job else None
+    counts: dict[str, int] = {}
+    with bind(job_id=job_id), job_lease(runtime.engine, job_id):
+        for event_id in event_ids:
+            with runtime.session_factory.begin() as session:
+                outcome = process_event(session, runtime, event_id) or "skipped"
+            counts[outcome] = counts.get(outcome, 0) + 1
+        for replay_id in replay_ids or ():
+            with runtime.session_factory.begin() as session:
+                outcome = process_replay(session, runtime, replay_id) or "skipped"
+            counts[f"replay_{outcome}"] = counts.get(f"replay_{outcome}", 0) + 1
+    log.info("batch done: %s", counts)
+    return counts

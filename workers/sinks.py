@@ -1,0 +1,90 @@
+"""Where the relay hands work: RQ (production) or this process (the embedded default)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from redis import Redis
+from rq import Queue
+from rq.job import Job, JobStatus
+from rq.registry import StartedJobRegistry
+
+from app.events.processing import process_event, process_replay
+from app.runtime import Runtime
+from workers.lease import leases_held
+from workers.relay import Batch
+
+log = logging.getLogger(__name__)
+
+JOB_FUNCTION = "workers.jobs.process_batch"
+WAITING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
+
+
+class RQSink:
+    def __init__(self, runtime: Runtime, redis: Redis) -> None:
+        self.runtime = runtime
+        self.redis = redis
+        self.queue = Queue(runtime.settings.queue_name, connection=redis)
+
+    def push(self, batches: list[Batch]) -> None:
+        datas = [
+            Queue.prepare_data(
+                JOB_FUNCTION,
+                args=(batch.event_ids, batch.replay_ids),
+                timeout=max(600, 30 * len(batch.event_ids) + 30 * len(batch.replay_ids)),
+                result_ttl=3600,
+                failure_ttl=7 * 24 * 3600,
+            )
+            for batch in batches
+        ]
+        with self.redis.pipeline() as pipeline:
+            jobs = self.queue.enqueue_many(datas, pipeline=pipeline)
+            pipeline.execute()
+        for batch, job in zip(batches, jobs, strict=True):
+            batch.job_id = job.id
+
+    def after_commit(self, batches: list[Batch]) -> None:
+        pass
+
+    def in_flight(self, job_ids: list[str]) -> set[str]:
+        StartedJobRegistry(queue=self.queue).cleanup()
+        jobs = Job.fetch_many(job_ids, connection=self.redis)
+        alive, started = set(), []
+        for job_id, job in zip(job_ids, jobs, strict=True):
+            status = job.get_status(refresh=False) if job else None
+            if status in WAITING:
+                alive.add(job_id)
+            elif status == JobStatus.STARTED:
+                started.append(job_id)
+        # A started job is alive only while the process running it holds its lease.
+        return alive | leases_held(self.runtime.engine, started)
+
+
+class InlineSink:
+    """Runs the batches in this process after the outbox commit (no Redis)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def push(self, batches: list[Batch]) -> None:
+        for batch in batches:
+            batch.job_id = f"inline-{uuid.uuid4()}"
+
+    def after_commit(self, batches: list[Batch]) -> None:
+        for batch in batches:
+            for event_id in batch.event_ids:
+                with self.runtime.session_factory.begin() as session:
+                    process_event(session, self.runtime, event_id)
+            for replay_id in batch.replay_ids:
+                with self.runtime.session_factory.begin() as session:
+                    process_replay(session, self.runtime, replay_id)
+
+    def in_flight(self, job_ids: list[str]) -> set[str]:
+        return set()  # work runs synchronously: nothing is in flight between passes
+
+
+def make_sink(runtime: Runtime) -> RQSink | InlineSink:
+    if runtime.settings.redis_url is None:
+        return InlineSink(runtime)
+    return RQSink(runtime, Redis.from_url(runtime.settings.redis_url))
