@@ -391,3 +391,7 @@ def _wait_for_event(runtime: Any, event_id: int, *, timeout: float) -> str:
             return status
         time.sleep(0.2)
     return status
+
+
+if __name__ == "__main__":
+    main()

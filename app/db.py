@@ -45,14 +45,24 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def normalize_url(url: str) -> str:
+    """postgres:// and postgresql:// mean psycopg2, whatever SQLAlchemy's default driver is."""
+    for scheme in ("postgres://", "postgresql://"):
+        if url.startswith(scheme):
+            return "postgresql+psycopg2://" + url[len(scheme) :]
+    return url
+
+
 def make_engine(url: str, **kwargs: Any) -> Engine:
+    url = normalize_url(url)
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": 30}, **kwargs)
         _serialise_sqlite_writers(engine)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
-    kwargs.setdefault("pool_size", 5)
-    kwargs.setdefault("max_overflow", 10)
+    if "poolclass" not in kwargs:
+        kwargs.setdefault("pool_size", 5)
+        kwargs.setdefault("max_overflow", 10)
     if url.startswith("postgresql"):
         kwargs.setdefault("connect_args", {"connect_timeout": 5})
     return create_engine(url, **kwargs)

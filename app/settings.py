@@ -114,11 +114,7 @@ class Settings:
     @property
     def sqlalchemy_url(self) -> str:
         if self.database_url:
-            url = self.database_url
-            # Heroku-style URLs name the scheme "postgres".
-            if url.startswith("postgres://"):
-                url = "postgresql://" + url[len("postgres://") :]
-            return url
+            return self.database_url
         return f"sqlite:///{self.instance_path / 'hooklatch.sqlite3'}"
 
     def validated(self) -> Settings:

@@ -1,0 +1,42 @@
+"""Handlers used by the tests that run real worker processes (HOOKLATCH_HANDLERS)."""
+
+import os
+import time
+from pathlib import Path
+
+from app.handlers import on
+from tests.support.effects import effects
+
+
+def _write(event, ctx):
+    ctx.session.execute(
+        effects.insert().values(
+            external_id=event.external_id,
+            idempotency_key=ctx.idempotency_key,
+            attempt=ctx.attempt,
+            is_replay=ctx.is_replay,
+        )
+    )
+    ctx.session.flush()
+
+
+@on("*", "effect.*")
+def write_effect(event, ctx):
+    _write(event, ctx)
+
+
+@on("*", "hang.*")
+def write_then_hang_once(event, ctx):
+    """Write the effect, then hang on the first run so the test can kill the process."""
+    _write(event, ctx)
+    marker = Path(os.environ["HOOKLATCH_TEST_MARKERS"]) / event.external_id
+    if not marker.exists():
+        marker.write_text(str(os.getpid()))
+        while True:
+            time.sleep(1)
+
+
+@on("*", "fail.*")
+def always_fail(event, ctx):
+    _write(event, ctx)
+    raise RuntimeError("handler failed on purpose")
