@@ -36,7 +36,7 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
-        except (HooklatchError, ValueError) as exc:
+        except (HooklatchError, LookupError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
 
     return wrapper

@@ -25,7 +25,7 @@ class Runtime:
     session_factory: sessionmaker
     providers: dict[str, Provider]
     router: Router
-    box: SecretBox
+    box: SecretBox = field(repr=False)
     clock: Callable[[], datetime] = utcnow
     # Set after an ingest commit; the embedded dispatcher waits on it.
     wake: threading.Event = field(default_factory=threading.Event)

@@ -59,9 +59,10 @@ def _check_fernet_keys(keys: tuple[str, ...]) -> None:
 
 @dataclass(frozen=True)
 class Settings:
-    database_url: str | None = None
-    redis_url: str | None = None
-    secret_keys: tuple[str, ...] = ()
+    # URLs may hold passwords: none of these three appears in a repr (or a traceback).
+    database_url: str | None = field(default=None, repr=False)
+    redis_url: str | None = field(default=None, repr=False)
+    secret_keys: tuple[str, ...] = field(default=(), repr=False)
     admin_token: str | None = field(default=None, repr=False)
     public_url: str = "http://127.0.0.1:8000"
     handlers: tuple[str, ...] = ()

@@ -1,0 +1,27 @@
+# make run: the receiver on the embedded default (SQLite, no Redis).
+# make test: lint and the whole suite (needs PostgreSQL and Redis on localhost).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run install install-dev lint test
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+
+install-dev: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+
+run: install
+	$(BIN)/hooklatch serve
+
+lint: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check app workers migrations tests
+
+test: lint
+	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)

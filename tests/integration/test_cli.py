@@ -1,0 +1,124 @@
+"""The `hooklatch` command: endpoints, secrets rotation, events and replay."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from app.cli import main
+from tests.conftest import count, drain
+from tests.support.signing import github_headers, stripe_event, stripe_headers
+
+
+@pytest.fixture
+def cli(settings):
+    env = {
+        "DATABASE_URL": settings.database_url,
+        "HOOKLATCH_SECRET_KEYS": ",".join(settings.secret_keys),
+        "HOOKLATCH_PUBLIC_URL": "https://hooks.example.com",
+        "REDIS_URL": settings.redis_url,
+        "HOOKLATCH_QUEUE": settings.queue_name,
+    }
+
+    def run(*args, ok=True):
+        result = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+        if ok:
+            assert result.exit_code == 0, result.output
+        return result
+
+    return run
+
+
+def post_github(client, endpoint, secret, body=b'{"ref": "main"}'):
+    return client.post(f"/hooks/{endpoint}", data=body, headers=github_headers(body, secret))
+
+
+def test_endpoints_add_prints_the_url_and_a_generated_secret_for_github(cli):
+    created = json.loads(cli("endpoints", "add", "github", "--name", "repo", "--json").output)
+    assert created["url"] == f"https://hooks.example.com/hooks/{created['id']}"
+    [secret] = created["secret_values"]
+    assert len(secret) >= 40
+    listed = cli("endpoints", "list").output
+    assert created["id"] in listed and secret not in listed
+    shown = cli("endpoints", "show", "repo").output
+    assert secret not in shown
+    assert secret in cli("endpoints", "show", "repo", "--reveal").output
+
+
+def test_stripe_endpoint_needs_the_secret_stripe_shows(cli):
+    result = cli("endpoints", "add", "stripe", "--name", "billing", ok=False)
+    assert result.exit_code == 1
+    assert "pass --secret" in result.output
+    created = json.loads(
+        cli("endpoints", "add", "stripe", "--name", "billing", "--secret", "whsec_abc", "--json").output
+    )
+    assert "secret_values" not in created  # a secret the user gave is not echoed back
+
+
+def test_unknown_provider_is_a_clear_error(cli):
+    result = cli("endpoints", "add", "nosuch", "--name", "x", ok=False)
+    assert result.exit_code == 1
+    assert "provider 'nosuch' is not installed" in result.output
+
+
+def test_two_secrets_both_verify_and_a_removed_one_fails(cli, client):
+    created = json.loads(cli("endpoints", "add", "github", "--name", "rotating", "--json").output)
+    old = created["secret_values"][0]
+    old_fingerprint = created["secrets"][0]["fingerprint"]
+    cli("endpoints", "secrets", "add", "rotating", "--secret", "the-new-secret")
+
+    assert post_github(client, created["id"], old).status_code == 200
+    assert post_github(client, created["id"], "the-new-secret").status_code == 200
+
+    cli("endpoints", "secrets", "remove", "rotating", old_fingerprint)
+    refused = post_github(client, created["id"], old)
+    assert (refused.status_code, refused.json["error"]) == (401, "bad_signature")
+    assert post_github(client, created["id"], "the-new-secret").status_code == 200
+
+
+def test_the_last_secret_cannot_be_removed(cli):
+    created = json.loads(cli("endpoints", "add", "github", "--name", "single", "--json").output)
+    result = cli("endpoints", "secrets", "remove", "single", str(created["secrets"][0]["id"]), ok=False)
+    assert result.exit_code == 1
+    assert "only secret" in result.output
+
+
+def test_stripe_roll_header_with_old_and_new_signatures_verifies(cli, client):
+    created = json.loads(
+        cli("endpoints", "add", "stripe", "--name", "rolled", "--secret", "whsec_new", "--json").output
+    )
+    body = stripe_event("evt_roll")
+    headers = stripe_headers(body, "whsec_old", extra_secrets=["whsec_new"])
+    response = client.post(f"/hooks/{created['id']}", data=body, headers=headers)
+    assert response.status_code == 200
+
+
+def test_disabled_endpoint_answers_404(cli, client):
+    created = json.loads(cli("endpoints", "add", "github", "--name", "off", "--json").output)
+    cli("endpoints", "disable", "off")
+    assert post_github(client, created["id"], created["secret_values"][0]).status_code == 404
+
+
+def test_events_list_show_and_replay_from_the_cli(cli, client, runtime):
+    created = json.loads(cli("endpoints", "add", "github", "--name", "events", "--json").output)
+    response = post_github(client, created["id"], created["secret_values"][0])
+    event_id = response.json["events"][0]["id"]
+    drain(runtime)
+    assert "ignored" in cli("events", "list").output
+    shown = json.loads(cli("events", "show", str(event_id)).output)
+    assert shown["status"] == "ignored"
+    replay = json.loads(
+        cli("events", "replay", str(event_id), "--reason", "handler added", "--by", "bob").output
+    )
+    assert replay["status"] == "pending" and replay["requested_by"] == "bob"
+    drain(runtime)
+    assert count(runtime, "SELECT count(*) FROM replays WHERE status = 'succeeded'") == 1
+    assert cli("events", "show", "424242", ok=False).exit_code == 1
+
+
+def test_missing_secret_keys_with_a_database_url_fails_fast(settings):
+    result = CliRunner().invoke(
+        main, ["endpoints", "list"], env={"DATABASE_URL": settings.database_url, "HOOKLATCH_SECRET_KEYS": ""}
+    )
+    assert result.exit_code == 1
+    assert "HOOKLATCH_SECRET_KEYS is required" in result.output

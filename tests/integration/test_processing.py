@@ -1,0 +1,224 @@
+"""Workers: handlers run once, commit with the event, retry with backoff, die, and replay."""
+
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from app.events.models import Attempt, Event, Replay
+from tests.conftest import count, drain, make_endpoint
+from tests.support.effects import effects
+from tests.support.signing import stripe_event, stripe_headers
+
+SECRET = "whsec_test_secret"
+AUTH = {"Authorization": "Bearer test-admin-token"}
+
+
+def deliver(client, endpoint, event_id, event_type="invoice.paid"):
+    body = stripe_event(event_id, event_type=event_type)
+    response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
+    assert response.status_code == 200, response.json
+    return response.json["events"][0]["id"]
+
+
+def effect_rows(runtime, external_id):
+    with runtime.engine.connect() as c:
+        return c.execute(select(effects).where(effects.c.external_id == external_id)).all()
+
+
+def event(runtime, event_id) -> Event:
+    with runtime.session_factory() as session:
+        return session.get(Event, event_id)
+
+
+def record_effect(event, ctx):
+    ctx.session.execute(
+        effects.insert().values(
+            external_id=event.external_id,
+            idempotency_key=ctx.idempotency_key,
+            attempt=ctx.attempt,
+            is_replay=ctx.is_replay,
+        )
+    )
+
+
+def test_handler_effect_commits_with_the_event_and_gets_a_stable_idempotency_key(client, runtime, router):
+    seen = []
+    router.on("stripe", "invoice.paid")(record_effect)
+    router.on("stripe", "invoice.*")(lambda e, ctx: seen.append((e.type, e.payload["id"], ctx.is_replay)))
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    event_id = deliver(client, endpoint, "evt_paid")
+    drain(runtime)
+    assert event(runtime, event_id).status == "processed"
+    [row] = effect_rows(runtime, "evt_paid")
+    assert row.idempotency_key == f"hooklatch:{endpoint}:evt_paid"
+    assert (row.attempt, row.is_replay) == (1, False)
+    assert seen == [("invoice.paid", "evt_paid", False)]
+
+
+def test_event_without_a_handler_is_marked_ignored_visibly(client, runtime):
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    event_id = deliver(client, endpoint, "evt_nobody", event_type="customer.created")
+    drain(runtime)
+    stored = event(runtime, event_id)
+    assert stored.status == "ignored"
+    assert count(runtime, "SELECT count(*) FROM attempts WHERE outcome = 'ignored'") == 1
+
+
+def test_failing_handler_writes_nothing_is_retried_with_backoff_then_dead(client, runtime, router):
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings, max_attempts=4)
+
+    @router.on("stripe", "invoice.paid")
+    def fails(event, ctx):
+        record_effect(event, ctx)
+        raise RuntimeError("downstream said no")
+
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    event_id = deliver(client, endpoint, "evt_fails")
+    drain(runtime)
+
+    stored = event(runtime, event_id)
+    assert stored.status == "dead"
+    assert stored.attempts == 4
+    assert "downstream said no" in stored.last_error
+    assert effect_rows(runtime, "evt_fails") == []  # every attempt's writes rolled back
+    with runtime.session_factory() as session:
+        attempts = session.scalars(select(Attempt).where(Attempt.event_id == event_id).order_by(Attempt.id)).all()
+    assert [a.number for a in attempts] == [1, 2, 3, 4]
+    assert all(a.outcome == "failed" for a in attempts)
+    gaps = [(b.started_at - a.finished_at) for a, b in zip(attempts, attempts[1:])]
+    # base 0.05 s, cap 0.2 s: each wait is at least half of base * 2^(n-1).
+    assert all(gap >= timedelta(seconds=0.025 * 2**i) for i, gap in enumerate(gaps))
+
+
+def test_backoff_grows_exponentially_within_jitter_and_respects_the_cap():
+    from app.events.processing import backoff
+
+    for attempt in range(1, 8):
+        delay = backoff(attempt, base=10, maximum=600).total_seconds()
+        ceiling = min(600, 10 * 2 ** (attempt - 1))
+        assert ceiling / 2 <= delay <= ceiling
+
+
+def test_replay_runs_handlers_again_and_is_recorded(client, runtime, router):
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings, max_attempts=2)
+    healthy = {"value": False}
+
+    @router.on("stripe", "invoice.paid")
+    def flaky(event, ctx):
+        record_effect(event, ctx)
+        if not healthy["value"]:
+            raise RuntimeError("not yet")
+
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    event_id = deliver(client, endpoint, "evt_replayed")
+    drain(runtime)
+    assert event(runtime, event_id).status == "dead"
+
+    healthy["value"] = True
+    response = client.post(
+        f"/admin/events/{event_id}/replay",
+        json={"reason": "bug fixed in #123", "requested_by": "alice"},
+        headers=AUTH,
+    )
+    assert response.status_code == 202, response.json
+    replay_id = response.json["id"]
+    drain(runtime)
+
+    with runtime.session_factory() as session:
+        replay = session.get(Replay, replay_id)
+        assert replay.status == "succeeded"
+        assert replay.reason == "bug fixed in #123"
+        assert replay.requested_by.startswith("alice")
+        attempt = session.scalars(select(Attempt).where(Attempt.replay_id == replay_id)).one()
+        assert attempt.outcome == "succeeded"
+    assert event(runtime, event_id).status == "processed"
+    [row] = effect_rows(runtime, "evt_replayed")
+    assert row.is_replay is True
+
+    # A replay of an already processed event runs the handlers again too.
+    response = client.post(f"/admin/events/{event_id}/replay", json={"reason": "again"}, headers=AUTH)
+    assert response.status_code == 202
+    drain(runtime)
+    assert len(effect_rows(runtime, "evt_replayed")) == 2
+
+
+def test_replay_requires_the_admin_token(client, runtime):
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    event_id = deliver(client, endpoint, "evt_guarded")
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "test-admin-token"}):
+        response = client.post(f"/admin/events/{event_id}/replay", json={}, headers=headers)
+        assert (response.status_code, response.json["error"]) == (401, "unauthorized")
+    assert count(runtime, "SELECT count(*) FROM replays") == 0
+
+
+def test_admin_api_is_closed_when_no_token_is_configured(settings, router):
+    from dataclasses import replace
+
+    from app import create_app
+
+    closed = create_app(replace(settings, admin_token=None), router=router)
+    response = closed.test_client().get("/admin/events", headers={"Authorization": "Bearer "})
+    assert (response.status_code, response.json["error"]) == (401, "admin_disabled")
+    closed.extensions["hooklatch"].engine.dispose()
+
+
+def test_replay_of_unknown_event_is_404(client):
+    response = client.post("/admin/events/999999/replay", json={}, headers=AUTH)
+    assert response.status_code == 404
+
+
+def test_provider_redelivery_of_a_dead_event_rearms_it(client, runtime, router):
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings, max_attempts=1)
+    healthy = {"value": False}
+
+    @router.on("stripe", "invoice.paid")
+    def flaky(event, ctx):
+        if not healthy["value"]:
+            raise RuntimeError("down")
+        record_effect(event, ctx)
+
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    event_id = deliver(client, endpoint, "evt_rearm")
+    drain(runtime)
+    assert event(runtime, event_id).status == "dead"
+
+    healthy["value"] = True
+    body = stripe_event("evt_rearm")
+    response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
+    assert response.status_code == 200
+    assert response.json["status"] == "duplicate"
+    assert response.json["events"][0]["rearmed"] is True
+    drain(runtime)
+    assert event(runtime, event_id).status == "processed"
+    assert len(effect_rows(runtime, "evt_rearm")) == 1
+
+
+def test_a_duplicate_job_for_a_processed_event_does_nothing(client, runtime, router):
+    from app.events.processing import process_event
+
+    router.on("stripe", "invoice.paid")(record_effect)
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    event_id = deliver(client, endpoint, "evt_twice")
+    drain(runtime)
+    with runtime.session_factory.begin() as session:
+        assert process_event(session, runtime, event_id) is None
+    assert len(effect_rows(runtime, "evt_twice")) == 1
+
+
+def test_an_event_locked_by_another_worker_is_skipped_not_run_twice(client, runtime, router):
+    from app.events.processing import process_event
+
+    router.on("stripe", "invoice.paid")(record_effect)
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    event_id = deliver(client, endpoint, "evt_locked")
+    with runtime.session_factory.begin() as holder:
+        holder.scalars(select(Event).where(Event.id == event_id).with_for_update()).one()
+        with runtime.session_factory.begin() as other:
+            assert process_event(other, runtime, event_id) is None
+    assert effect_rows(runtime, "evt_locked") == []

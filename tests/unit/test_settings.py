@@ -1,0 +1,53 @@
+import pytest
+from cryptography.fernet import Fernet
+
+from app.settings import Settings, SettingsError
+
+
+def test_defaults_are_the_embedded_receiver(tmp_path):
+    settings = Settings.from_env({"HOOKLATCH_INSTANCE_PATH": str(tmp_path)})
+    assert settings.embedded
+    assert settings.sqlalchemy_url == f"sqlite:///{tmp_path}/hooklatch.sqlite3"
+    assert settings.max_body_bytes == 5 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"DATABASE_URL": "postgresql://db/x"}, "HOOKLATCH_SECRET_KEYS is required"),
+        ({"HOOKLATCH_SECRET_KEYS": "not-a-key"}, "key 1 is not a valid Fernet key"),
+        ({"HOOKLATCH_MAX_BODY_BYTES": "lots"}, "HOOKLATCH_MAX_BODY_BYTES must be a whole number"),
+        ({"HOOKLATCH_MAX_BODY_BYTES": "0"}, "must be at least 1"),
+        ({"HOOKLATCH_MAX_ATTEMPTS": "0"}, "HOOKLATCH_MAX_ATTEMPTS must be at least 1"),
+        ({"DATABASE_URL": "oracle://x"}, "DATABASE_URL must be"),
+        ({"REDIS_URL": "localhost:6379"}, "REDIS_URL must be"),
+        ({"HOOKLATCH_PUBLIC_URL": "hooks.example.com"}, "HOOKLATCH_PUBLIC_URL must start"),
+        ({"HOOKLATCH_RETRY_BASE_SECONDS": "-1"}, "must not be negative"),
+    ],
+)
+def test_bad_settings_fail_fast_naming_the_variable(env, message):
+    with pytest.raises(SettingsError, match=message):
+        Settings.from_env(env)
+
+
+def test_secrets_never_appear_in_the_settings_repr():
+    key = Fernet.generate_key().decode()
+    settings = Settings.from_env(
+        {
+            "DATABASE_URL": "postgresql://app:hunter2@db/x",
+            "REDIS_URL": "redis://:redispw@cache:6379/0",
+            "HOOKLATCH_SECRET_KEYS": key,
+            "HOOKLATCH_ADMIN_TOKEN": "admintoken",
+        }
+    )
+    text = repr(settings)
+    for secret in (key, "hunter2", "redispw", "admintoken"):
+        assert secret not in text
+
+
+def test_embedded_default_generates_and_keeps_one_key(tmp_path):
+    settings = Settings.from_env({"HOOKLATCH_INSTANCE_PATH": str(tmp_path)})
+    first = settings.with_embedded_key().secret_keys
+    again = settings.with_embedded_key().secret_keys
+    assert first == again and len(first) == 1
+    assert (tmp_path / "secret.key").stat().st_mode & 0o777 == 0o600
