@@ -10,6 +10,7 @@ from datetime import datetime
 from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
+import app.models  # noqa: F401  (every mapper, so relationships resolve in any process)
 from app.crypto import SecretBox
 from app.db import make_engine, make_session_factory, utcnow
 from app.handlers import Router, default_router, import_handler_modules

@@ -76,7 +76,9 @@ class Settings:
     relay_batch_size: int = 1000
     relay_poll_seconds: float = 1.0
     sweep_interval_seconds: float = 5.0
-    dispatch_grace_seconds: float = 30.0
+    # Work handed out less than this long ago is never re-dispatched: bounds churn when a
+    # job keeps dying before it can record an attempt.
+    dispatch_grace_seconds: float = 10.0
     start_dispatcher: bool = True
 
     @classmethod

@@ -293,4 +293,4 @@ def wait_for(predicate, *, timeout: float, interval: float = 0.1, message: str =
 @pytest.fixture
 def proc_settings(settings):
     """Settings for tests whose relay and workers are real processes."""
-    return replace(settings, sweep_interval_seconds=0.5)
+    return replace(settings, sweep_interval_seconds=0.5, dispatch_grace_seconds=1.0)

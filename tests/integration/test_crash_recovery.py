@@ -1,0 +1,99 @@
+"""Processes killed at the worst moment lose nothing and do nothing twice."""
+
+import os
+import signal
+import sys
+import time
+
+import pytest
+from redis import Redis
+from rq import Queue
+from sqlalchemy import select
+
+from tests.conftest import count, hooklatch_cmd, make_endpoint, process_env, wait_for
+from tests.support.effects import effects
+from tests.support.signing import stripe_event, stripe_headers
+
+SECRET = "whsec_test_secret"
+RECOVERY_BOUND_SECONDS = 30
+
+
+def deliver(client, endpoint, event_id, event_type):
+    body = stripe_event(event_id, event_type=event_type)
+    response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
+    assert response.status_code == 200, response.json
+    return response.json["events"][0]["id"]
+
+
+def status_of(runtime, event_id):
+    with runtime.engine.connect() as c:
+        return c.exec_driver_sql(f"SELECT status FROM events WHERE id = {int(event_id)}").scalar_one()
+
+
+def effect_count(runtime, external_id):
+    with runtime.engine.connect() as c:
+        return len(c.execute(select(effects).where(effects.c.external_id == external_id)).all())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("victim", ["whole_worker", "work_horse"])
+def test_worker_killed_inside_a_handler_leaves_no_effect_and_another_worker_finishes_once(
+    client, runtime, proc_settings, procs, tmp_path, victim
+):
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    env = process_env(proc_settings, HOOKLATCH_TEST_MARKERS=str(markers))
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    procs("relay", hooklatch_cmd("relay"), env)
+    first = procs("worker-a", hooklatch_cmd("worker"), env)
+
+    event_id = deliver(client, endpoint, f"evt_kill_{victim}", "hang.kill")
+    marker = markers / f"evt_kill_{victim}"
+    wait_for(marker.exists, timeout=30, message="handler started")
+    # The handler has written its effect through ctx.session and is now stuck before commit.
+    assert effect_count(runtime, f"evt_kill_{victim}") == 0
+
+    horse = int(marker.read_text())
+    if victim == "whole_worker":
+        # As when the container or host dies: the worker and its work horse (RQ puts the horse
+        # in a process group of its own), with no chance to clean up.
+        first.kill(signal.SIGKILL)
+    os.kill(horse, signal.SIGKILL)
+    killed_at = time.monotonic()
+    assert effect_count(runtime, f"evt_kill_{victim}") == 0
+    assert status_of(runtime, event_id) == "pending"
+
+    procs("worker-b", hooklatch_cmd("worker"), env)
+    done_at = wait_for(
+        lambda: status_of(runtime, event_id) == "processed",
+        timeout=RECOVERY_BOUND_SECONDS,
+        message="processed by another worker",
+    )
+    print(f"recovered {done_at - killed_at:.2f} s after SIGKILL ({victim})")
+    assert effect_count(runtime, f"evt_kill_{victim}") == 1
+    time.sleep(1.5)  # any further dispatch would have run by now
+    assert effect_count(runtime, f"evt_kill_{victim}") == 1
+
+
+@pytest.mark.slow
+def test_relay_killed_after_pushing_to_redis_before_commit_still_runs_the_handler_once(
+    client, runtime, proc_settings, procs
+):
+    env = process_env(proc_settings)
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    event_id = deliver(client, endpoint, "evt_relay_crash", "effect.relay")
+
+    crashed = procs("crashing-relay", [sys.executable, "-m", "tests.support.crashing_relay"], env)
+    assert crashed.popen.wait(timeout=30) == -signal.SIGKILL, crashed.log()
+    # The job reached Redis, but the transaction that would remove the outbox row died.
+    queue = Queue(proc_settings.queue_name, connection=Redis.from_url(proc_settings.redis_url))
+    assert queue.count == 1
+    assert count(runtime, "SELECT count(*) FROM outbox") == 1
+
+    procs("relay", hooklatch_cmd("relay"), env)
+    procs("worker", hooklatch_cmd("worker"), env)
+    wait_for(lambda: status_of(runtime, event_id) == "processed", timeout=30, message="processed")
+    wait_for(lambda: queue.count == 0 and count(runtime, "SELECT count(*) FROM outbox") == 0,
+             timeout=30, message="both jobs consumed")
+    time.sleep(1.0)
+    assert effect_count(runtime, "evt_relay_crash") == 1

@@ -1,0 +1,363 @@
+"""Redis or PostgreSQL goes away: ingest keeps its promises, nothing is lost or run twice."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import socket
+import threading
+import time
+from dataclasses import replace
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+import redis as redis_lib
+import requests
+from rq import Queue
+from rq.registry import StartedJobRegistry
+
+from app import create_app
+from tests.conftest import (
+    count,
+    free_port,
+    hooklatch_cmd,
+    make_endpoint,
+    process_env,
+    start_gunicorn,
+    wait_for,
+)
+from tests.support.signing import stripe_event, stripe_headers
+
+SECRET = "whsec_test_secret"
+
+
+# -- helpers -----------------------------------------------------------------------
+
+
+def start_redis(procs, port, directory):
+    proc = procs(
+        "redis-server",
+        [
+            "redis-server", "--port", str(port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", str(directory),
+        ],
+        {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    client = redis_lib.Redis(host="127.0.0.1", port=port, socket_timeout=1)
+
+    def up():
+        if proc.popen.poll() is not None:
+            raise AssertionError(f"redis-server exited:\n{proc.log()}")
+        try:
+            return client.ping()
+        except redis_lib.ConnectionError:
+            return False
+
+    wait_for(up, timeout=10, message=f"redis-server on port {port}")
+    client.close()
+    return proc
+
+
+def with_port(url: str, port: int) -> str:
+    parts = urlsplit(url)
+    netloc = f"{parts.username}@{parts.hostname}:{port}" if parts.username else f"{parts.hostname}:{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def post(url, external_id, event_type="effect.outage"):
+    body = stripe_event(external_id, event_type=event_type)
+    return requests.post(url, data=body, headers=stripe_headers(body, SECRET), timeout=20)
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:port to a target; stop() closes the listener and every connection."""
+
+    def __init__(self, target: tuple[str, int], port: int = 0) -> None:
+        self.target = target
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._sockets: set[socket.socket] = set()
+        self._threads: list[threading.Thread] = []
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", port))
+        self.listener.listen(64)
+        self.listener.settimeout(0.1)
+        self.port = self.listener.getsockname()[1]
+        self._spawn(self._accept_loop)
+
+    def _spawn(self, target, *args) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        with self._lock:
+            self._threads.append(thread)
+        thread.start()
+
+    def _accept_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                if self._stop.is_set():
+                    client.close()
+                    upstream.close()
+                    return
+                self._sockets.update((client, upstream))
+            self._spawn(self._pump, client, upstream)
+
+    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        peers = {a: b, b: a}
+        with selectors.DefaultSelector() as selector:
+            for sock in peers:
+                sock.setblocking(False)
+                selector.register(sock, selectors.EVENT_READ)
+            try:
+                while not self._stop.is_set():
+                    for key, _ in selector.select(timeout=0.1):
+                        data = key.fileobj.recv(65536)
+                        if not data:
+                            return
+                        peers[key.fileobj].setblocking(True)
+                        peers[key.fileobj].sendall(data)
+                        peers[key.fileobj].setblocking(False)
+            except OSError:
+                return
+            finally:
+                for sock in peers:
+                    self._close(sock)
+
+    def _close(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.discard(sock)
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        sock.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.listener.close()
+        with self._lock:
+            sockets = list(self._sockets)
+        for sock in sockets:
+            self._close(sock)
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(timeout=5)
+        assert not any(t.is_alive() for t in threads), "proxy threads did not stop"
+
+
+@pytest.fixture
+def proxies():
+    started: list[TcpProxy] = []
+
+    def start(target, port=0):
+        proxy = TcpProxy(target, port)
+        started.append(proxy)
+        return proxy
+
+    yield start
+    for proxy in started:
+        if not proxy._stop.is_set():
+            proxy.stop()
+
+
+# -- Redis outage ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_redis_down_ingest_still_stores_and_everything_is_processed_once_when_it_returns(
+    procs, proc_settings, runtime, tmp_path
+):
+    port = free_port()
+    redis_proc = start_redis(procs, port, tmp_path)
+    settings = replace(proc_settings, redis_url=f"redis://127.0.0.1:{port}/0")
+    env = process_env(settings)
+    base, web = start_gunicorn(procs, settings, workers=2)
+    relay = procs("relay", hooklatch_cmd("relay"), env)
+    worker = procs("worker", hooklatch_cmd("worker"), env)
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    url = f"{base}/hooks/{endpoint}"
+
+    def logs():
+        return f"\nrelay:\n{relay.log()}\nworker:\n{worker.log()}\nweb:\n{web.log()}"
+
+    # The worker is up and listening on the queue before Redis goes away.
+    wait_for(lambda: "Listening on" in worker.log(), timeout=20, message="worker listening")
+
+    redis_proc.kill()
+    ids = [f"evt_outage_{n:02d}" for n in range(20)]
+    answers = [post(url, external_id) for external_id in ids]
+    assert [a.status_code for a in answers] == [200] * 20, [a.text for a in answers]
+    assert [a.json()["status"] for a in answers] == ["accepted"] * 20
+    assert count(runtime, "SELECT count(*) FROM events") == 20
+
+    time.sleep(2)  # the relay tries (and fails) to push meanwhile
+    assert count(runtime, "SELECT count(*) FROM events WHERE status = 'pending'") == 20
+    # Nothing could be relayed: every event still has its outbox row.
+    assert count(
+        runtime,
+        "SELECT count(DISTINCT e.id) FROM events e JOIN outbox o ON o.event_id = e.id",
+    ) == 20, logs()
+    assert count(runtime, "SELECT count(*) FROM test_effects") == 0
+    assert relay.popen.poll() is None, f"relay exited while Redis was down{logs()}"
+    assert worker.popen.poll() is None, f"worker exited while Redis was down{logs()}"
+
+    start_redis(procs, port, tmp_path)  # a new, empty Redis on the same port
+    try:
+        wait_for(
+            lambda: count(runtime, "SELECT count(*) FROM events WHERE status = 'processed'") == 20,
+            timeout=45,
+            message="all 20 events processed",
+        )
+        queue = Queue(settings.queue_name, connection=redis_lib.Redis.from_url(settings.redis_url))
+        wait_for(
+            lambda: count(runtime, "SELECT count(*) FROM outbox") == 0
+            and queue.count == 0
+            and StartedJobRegistry(queue=queue).count == 0,
+            timeout=20,
+            message="outbox and queue drained",
+        )
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}{logs()}") from None
+    with runtime.engine.connect() as c:
+        effects = sorted(r[0] for r in c.exec_driver_sql("SELECT external_id FROM test_effects"))
+    assert effects == ids  # exactly one effect per event, none twice
+    assert count(runtime, "SELECT count(*) FROM events WHERE attempts <> 1") == 0
+    assert worker.popen.poll() is None and relay.popen.poll() is None
+
+
+# -- PostgreSQL unreachable --------------------------------------------------------
+
+
+def test_postgres_unreachable_answers_503_with_retry_after_never_200(settings, router, runtime):
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    closed = free_port()
+    app = create_app(
+        replace(settings, database_url=f"postgresql://postgres@127.0.0.1:{closed}/x"), router=router
+    )
+    try:
+        body = stripe_event("evt_no_store", event_type="effect.nostore")
+        response = app.test_client().post(
+            f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
+        )
+    finally:
+        app.extensions["hooklatch"].engine.dispose()
+    assert response.status_code == 503, response.json
+    assert response.json["error"] == "store_unavailable"
+    assert response.headers.get("Retry-After")
+    assert count(runtime, "SELECT count(*) FROM events") == 0
+
+
+@pytest.mark.slow
+def test_postgres_lost_and_back_under_gunicorn_answers_503_then_recovers(
+    procs, proc_settings, runtime, proxies
+):
+    pg = urlsplit(proc_settings.database_url)
+    proxy = proxies((pg.hostname, pg.port or 5432))
+    port = proxy.port
+    base, web = start_gunicorn(
+        procs, replace(proc_settings, database_url=with_port(proc_settings.database_url, port)), workers=2
+    )
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    url = f"{base}/hooks/{endpoint}"
+
+    # Warm both workers' pools through the proxy.
+    before = [post(url, f"evt_before_{n}") for n in range(4)]
+    assert [r.status_code for r in before] == [200] * 4, [r.text for r in before]
+
+    proxy.stop()
+    during = [post(url, f"evt_during_{n}") for n in range(6)]
+    assert [r.status_code for r in during] == [503] * 6, [r.text for r in during]
+    assert {r.json()["error"] for r in during} == {"store_unavailable"}
+    assert all(r.headers.get("Retry-After") for r in during)
+
+    proxies((pg.hostname, pg.port or 5432), port)  # back on the same port
+    after = [post(url, f"evt_after_{n}") for n in range(6)]
+    assert [r.status_code for r in after] == [200] * 6, ([r.text for r in after], web.log())
+    assert {r.json()["status"] for r in after} == {"accepted"}
+
+    stored = count(runtime, "SELECT count(*) FROM events WHERE external_id LIKE 'evt_during_%'")
+    assert stored == 0  # a 503 stored nothing (the provider will retry)
+    assert count(runtime, "SELECT count(*) FROM events") == 10
+
+
+# -- no Redis on the request path --------------------------------------------------
+
+
+class CountingListener:
+    """A port that accepts and immediately drops connections, counting them."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sock.close()
+
+
+def test_ingest_makes_no_redis_call(settings, router):
+    closed = free_port()
+    app = create_app(replace(settings, redis_url=f"redis://127.0.0.1:{closed}/0"), router=router)
+    runtime = app.extensions["hooklatch"]
+    try:
+        endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+        body = stripe_event("evt_no_redis", event_type="effect.noredis")
+        response = app.test_client().post(
+            f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
+        )
+        assert response.status_code == 200, response.json
+        assert response.json["status"] == "accepted"
+        assert count(runtime, "SELECT count(*) FROM events WHERE external_id = 'evt_no_redis'") == 1
+        assert count(runtime, "SELECT count(*) FROM outbox") == 1
+    finally:
+        runtime.engine.dispose()
+
+
+def test_ingest_opens_no_connection_to_redis(settings, router):
+    """Stronger than a closed port: a call whose error were swallowed would still be seen."""
+    listener = CountingListener()
+    app = create_app(replace(settings, redis_url=f"redis://127.0.0.1:{listener.port}/0"), router=router)
+    runtime = app.extensions["hooklatch"]
+    try:
+        endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+        body = stripe_event("evt_no_redis_2", event_type="effect.noredis")
+        response = app.test_client().post(
+            f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
+        )
+        assert (response.status_code, response.json["status"]) == (200, "accepted")
+        time.sleep(0.3)  # a connection attempt made in the background would show up now
+        assert listener.accepted == 0
+    finally:
+        listener.stop()
+        runtime.engine.dispose()

@@ -1,0 +1,27 @@
+"""A relay that SIGKILLs itself right after pushing jobs to Redis, before its commit."""
+
+import os
+import signal
+
+from app.runtime import build_runtime
+from app.settings import Settings
+from workers.relay import Relay
+from workers.sinks import make_sink
+
+
+def main() -> None:
+    runtime = build_runtime(Settings.from_env())
+    sink = make_sink(runtime)
+    push = sink.push
+
+    def push_then_die(batches):
+        push(batches)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    sink.push = push_then_die
+    Relay(runtime, sink).relay_once()
+    raise SystemExit("unreachable: the relay should have been killed after pushing")
+
+
+if __name__ == "__main__":
+    main()
