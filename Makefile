@@ -17,7 +17,7 @@ install-dev: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 
 run: install
-	$(BIN)/hooklatch serve
+	$(BIN)/hooklatch serve $(HOOKLATCH_SERVE_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check .
