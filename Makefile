@@ -22,6 +22,7 @@ run: install
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check app workers migrations tests
+	$(BIN)/mypy
 
 test: lint
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)

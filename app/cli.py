@@ -159,7 +159,10 @@ def endpoints_list(ctx: click.Context, as_json: bool) -> None:
 
     runtime = _runtime(ctx)
     with runtime.session_factory() as session:
-        rows = [_endpoint_json(runtime, e) for e in session.scalars(select(Endpoint).order_by(Endpoint.created_at))]
+        rows = [
+            _endpoint_json(runtime, e)
+            for e in session.scalars(select(Endpoint).order_by(Endpoint.created_at))
+        ]
     if as_json:
         _echo_json(rows)
         return
@@ -355,7 +358,9 @@ def serve(ctx: click.Context, host: str, port: int) -> None:
 
 
 def _self_command() -> str:
-    return shlex.quote(sys.argv[0]) if sys.argv and sys.argv[0].endswith("hooklatch") else "hooklatch"
+    return (
+        shlex.quote(sys.argv[0]) if sys.argv and sys.argv[0].endswith("hooklatch") else "hooklatch"
+    )
 
 
 @main.command("send-test")

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-_context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar(
-    "hooklatch_log_context", default={}
+_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "hooklatch_log_context", default=None
 )
 
 
 @contextmanager
 def bind(**fields: Any) -> Iterator[None]:
-    token = _context.set({**_context.get(), **fields})
+    token = _context.set({**(_context.get() or {}), **fields})
     try:
         yield
     finally:
@@ -24,7 +24,7 @@ def bind(**fields: Any) -> Iterator[None]:
 
 class ContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        for key, value in _context.get().items():
+        for key, value in (_context.get() or {}).items():
             if not hasattr(record, key):
                 setattr(record, key, value)
         return True

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -38,8 +38,9 @@ class Runtime:
         try:
             return self.providers[name]
         except KeyError:
+            installed = ", ".join(sorted(self.providers))
             raise LookupError(
-                f"provider {name!r} is not installed (installed: {', '.join(sorted(self.providers))})"
+                f"provider {name!r} is not installed (installed: {installed})"
             ) from None
 
 

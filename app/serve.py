@@ -17,7 +17,7 @@ from app.settings import Settings
 DEMO_ENDPOINT = "demo"
 
 
-class _Gunicorn(BaseApplication):  # type: ignore[misc]
+class _Gunicorn(BaseApplication):
     def __init__(self, settings: Settings, options: dict[str, Any]) -> None:
         self.settings = settings
         self.options = options

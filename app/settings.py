@@ -91,9 +91,7 @@ class Settings:
             admin_token=env.get("HOOKLATCH_ADMIN_TOKEN") or None,
             public_url=(env.get("HOOKLATCH_PUBLIC_URL") or cls.public_url).rstrip("/"),
             handlers=_list(env.get("HOOKLATCH_HANDLERS")),
-            max_body_bytes=_int(
-                env, "HOOKLATCH_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, minimum=1
-            ),
+            max_body_bytes=_int(env, "HOOKLATCH_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, minimum=1),
             instance_path=Path(env.get("HOOKLATCH_INSTANCE_PATH") or Path.cwd() / "instance"),
             queue_name=env.get("HOOKLATCH_QUEUE") or cls.queue_name,
             max_attempts=_int(env, "HOOKLATCH_MAX_ATTEMPTS", cls.max_attempts, minimum=1),

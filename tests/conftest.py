@@ -27,8 +27,8 @@ from rq import SimpleWorker
 from sqlalchemy import text
 
 from app import create_app
-from app.endpoints.service import create_endpoint
 from app.db import make_engine as create_engine
+from app.endpoints.service import create_endpoint
 from app.handlers import Router
 from app.settings import Settings
 from migrations import alembic_config
@@ -37,7 +37,15 @@ from tests.support.effects import metadata as effects_metadata
 ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN = os.environ.get("HOOKLATCH_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS = os.environ.get("HOOKLATCH_TEST_REDIS", "redis://127.0.0.1:6379/0")
-TABLES = ("attempts", "outbox", "replays", "events", "endpoint_secrets", "endpoints", "test_effects")
+TABLES = (
+    "attempts",
+    "outbox",
+    "replays",
+    "events",
+    "endpoint_secrets",
+    "endpoints",
+    "test_effects",
+)
 
 
 def _admin_exec(sql: str) -> None:
@@ -190,7 +198,11 @@ def free_port() -> int:
 
 
 def process_env(settings: Settings, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HOOKLATCH_", "DATABASE_", "REDIS_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HOOKLATCH_", "DATABASE_", "REDIS_"))
+    }
     env.update(
         DATABASE_URL=settings.database_url or "",
         HOOKLATCH_SECRET_KEYS=",".join(settings.secret_keys),
@@ -215,7 +227,12 @@ class Proc:
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115
         self.popen = subprocess.Popen(
-            args, env=env, cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+            args,
+            env=env,
+            cwd=cwd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def log(self) -> str:
@@ -272,8 +289,18 @@ def start_gunicorn(procs, settings, *, workers=2, **env_extra):
     port = free_port()
     env = process_env(settings, **env_extra)
     args = [
-        sys.executable, "-m", "gunicorn", "wsgi:app", "-c", "gunicorn.conf.py",
-        "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--worker-class", "sync",
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "wsgi:app",
+        "-c",
+        "gunicorn.conf.py",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+        "--worker-class",
+        "sync",
     ]
     proc = procs("gunicorn", args, env)
     base = f"http://127.0.0.1:{port}"

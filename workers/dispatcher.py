@@ -17,7 +17,11 @@ def start_embedded_dispatcher(runtime: Runtime) -> threading.Event:
     stop = threading.Event()
     relay = Relay(runtime, InlineSink(runtime))
     thread = threading.Thread(
-        target=relay.run, args=(stop,), kwargs={"wake": runtime.wake}, name="hooklatch-dispatcher", daemon=True
+        target=relay.run,
+        args=(stop,),
+        kwargs={"wake": runtime.wake},
+        name="hooklatch-dispatcher",
+        daemon=True,
     )
     thread.start()
     log.info("embedded dispatcher started: events are processed in this process")

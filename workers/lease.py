@@ -17,7 +17,9 @@ from app.db import is_postgres
 
 
 def lock_key(job_id: str) -> int:
-    return int.from_bytes(hashlib.blake2b(job_id.encode(), digest_size=8).digest(), "big", signed=True)
+    return int.from_bytes(
+        hashlib.blake2b(job_id.encode(), digest_size=8).digest(), "big", signed=True
+    )
 
 
 @contextmanager

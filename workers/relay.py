@@ -16,7 +16,6 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from sqlalchemy import ColumnElement, delete, exists, insert, or_, select, update
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.db import is_postgres
@@ -133,10 +132,16 @@ class Relay:
             key = "event_id" if model is Event else "replay_id"
             rows = [{key: i, "created_at": now} for i in ids]
             if model is Replay:
-                event_of = dict(session.execute(select(Replay.id, Replay.event_id).where(Replay.id.in_(ids))).all())
+                event_of = dict(
+                    session.execute(
+                        select(Replay.id, Replay.event_id).where(Replay.id.in_(ids))
+                    ).all()
+                )
                 rows = [{**r, "event_id": event_of[r["replay_id"]]} for r in rows]
             session.execute(insert(OutboxEntry), rows)
-            session.execute(update(model).where(model.id.in_(ids)).values(dispatched_at=now, job_id=None))
+            session.execute(
+                update(model).where(model.id.in_(ids)).values(dispatched_at=now, job_id=None)
+            )
         log.info("re-dispatched %d %s (due retries or lost jobs)", len(ids), model.__tablename__)
         return len(ids)
 
@@ -156,7 +161,9 @@ class Relay:
             except Exception as exc:  # Redis or the database is away: keep the rows, retry
                 failures += 1
                 delay = min(0.5 * 2**failures, 10.0)
-                log.error("relay pass failed (%s: %s), retrying in %.1f s", type(exc).__name__, exc, delay)
+                log.error(
+                    "relay pass failed (%s: %s), retrying in %.1f s", type(exc).__name__, exc, delay
+                )
                 stop.wait(delay)
                 continue
             if moved >= self.settings.relay_batch_size:
@@ -182,7 +189,7 @@ class _Listener:
 
     def _connect(self) -> Any:
         raw = self.runtime.engine.raw_connection()
-        driver = raw.driver_connection
+        driver: Any = raw.driver_connection
         driver.autocommit = True
         with driver.cursor() as cursor:
             cursor.execute(f"LISTEN {CHANNEL}")

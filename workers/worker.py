@@ -20,7 +20,9 @@ log = logging.getLogger(__name__)
 
 def run_worker(runtime: Runtime, *, burst: bool = False, fork: bool = True) -> bool:
     if runtime.settings.redis_url is None:
-        raise SystemExit("hooklatch worker needs REDIS_URL (without it, `hooklatch serve` runs handlers)")
+        raise SystemExit(
+            "hooklatch worker needs REDIS_URL (without it, `hooklatch serve` runs handlers)"
+        )
     jobs.install(runtime)
     redis = Redis.from_url(runtime.settings.redis_url)
     worker_class = Worker if fork else SimpleWorker

@@ -26,7 +26,9 @@ bp = Blueprint("admin", __name__, url_prefix="/admin")
 def require_token() -> None:
     expected = current_runtime().settings.admin_token
     if not expected:
-        raise Unauthorized("the admin API is off: set HOOKLATCH_ADMIN_TOKEN", reason="admin_disabled")
+        raise Unauthorized(
+            "the admin API is off: set HOOKLATCH_ADMIN_TOKEN", reason="admin_disabled"
+        )
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), expected.encode()):
         raise Unauthorized("a valid 'Authorization: Bearer <admin token>' header is required")

@@ -56,7 +56,9 @@ def create_endpoint(
     return endpoint, secrets
 
 
-def add_secret(session: Session, endpoint: Endpoint, secret: str, *, box: SecretBox) -> EndpointSecret:
+def add_secret(
+    session: Session, endpoint: Endpoint, secret: str, *, box: SecretBox
+) -> EndpointSecret:
     if not secret:
         raise BadRequest("a secret cannot be empty", reason="empty_secret")
     row = EndpointSecret(ciphertext=box.encrypt(secret), fingerprint=fingerprint(secret))
@@ -83,9 +85,7 @@ def remove_secret(session: Session, endpoint: Endpoint, secret_ref: str) -> Endp
 
 def get_endpoint(session: Session, ref: str) -> Endpoint:
     """By id or by name."""
-    endpoint = session.scalar(
-        select(Endpoint).where((Endpoint.id == ref) | (Endpoint.name == ref))
-    )
+    endpoint = session.scalar(select(Endpoint).where((Endpoint.id == ref) | (Endpoint.name == ref)))
     if endpoint is None:
         raise NotFound(f"no endpoint {ref!r}")
     return endpoint

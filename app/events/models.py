@@ -67,9 +67,7 @@ class OutboxEntry(Base):
     __tablename__ = "outbox"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    event_id: Mapped[int] = mapped_column(
-        ForeignKey("events.id", ondelete="CASCADE"), index=True
-    )
+    event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"), index=True)
     replay_id: Mapped[int | None] = mapped_column(
         ForeignKey("replays.id", ondelete="CASCADE"), index=True
     )
@@ -82,9 +80,7 @@ class Replay(Base):
     __tablename__ = "replays"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    event_id: Mapped[int] = mapped_column(
-        ForeignKey("events.id", ondelete="CASCADE"), index=True
-    )
+    event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"), index=True)
     requested_by: Mapped[str] = mapped_column(String(200))
     reason: Mapped[str | None] = mapped_column(Text)
     requested_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -101,9 +97,7 @@ class Attempt(Base):
     __tablename__ = "attempts"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    event_id: Mapped[int] = mapped_column(
-        ForeignKey("events.id", ondelete="CASCADE"), index=True
-    )
+    event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"), index=True)
     replay_id: Mapped[int | None] = mapped_column(ForeignKey("replays.id", ondelete="SET NULL"))
     number: Mapped[int] = mapped_column(Integer)
     outcome: Mapped[str] = mapped_column(String(16))

@@ -172,7 +172,9 @@ def process_replay(session: Session, runtime: Runtime, replay_id: int) -> str | 
     ).one_or_none()
     if replay is None:
         return None
-    event = session.scalars(select(Event).where(Event.id == replay.event_id).with_for_update()).one()
+    event = session.scalars(
+        select(Event).where(Event.id == replay.event_id).with_for_update()
+    ).one()
     with bind(event_id=event.id, endpoint_id=event.endpoint_id, replay_id=replay.id):
         started = runtime.clock()
         number = 1 + (session.scalar(select(func.count()).where(Attempt.event_id == event.id)) or 0)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Insert, Table, select, update
+from sqlalchemy import CursorResult, Insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -43,7 +43,7 @@ class Recorded:
         }
 
 
-def insert_ignoring_conflict(session: Session, table: Table, columns: list[str]) -> Insert:
+def insert_ignoring_conflict(session: Session, table: Any, columns: list[str]) -> Insert:
     dialect = session.get_bind().dialect.name
     if dialect == "postgresql":
         return postgresql.insert(table).on_conflict_do_nothing(index_elements=columns)
@@ -65,7 +65,9 @@ def record_events(
     digest = hashlib.sha256(body).hexdigest()
     stored_headers = {k: v for k, v in headers.items() if k not in UNSTORED_HEADERS}
     statement = insert_ignoring_conflict(
-        session, Event.__table__, ["endpoint_id", "external_id"]  # type: ignore[arg-type]
+        session,
+        Event.__table__,
+        ["endpoint_id", "external_id"],
     ).returning(Event.id)
     results = []
     for item in incoming:
@@ -119,11 +121,12 @@ def _duplicate(
 
 def rearm(session: Session, event_id: int, *, now: datetime) -> bool:
     """A provider re-sent an event that died here: give it a fresh round of attempts."""
-    changed = session.execute(
+    result: CursorResult[Any] = session.execute(  # type: ignore[assignment]
         update(Event)
         .where(Event.id == event_id, Event.status == DEAD)
         .values(status=PENDING, attempts=0, next_attempt_at=now, dispatched_at=None, job_id=None)
-    ).rowcount
+    )
+    changed = result.rowcount
     if changed:
         session.add(OutboxEntry(event_id=event_id, created_at=now))
         log.info("dead event re-armed by a provider retry", extra={"event_db_id": event_id})
@@ -208,9 +211,7 @@ def describe_replay(replay: Replay) -> dict[str, Any]:
     }
 
 
-def list_events(
-    session: Session, *, status: str | None = None, limit: int = 50
-) -> Sequence[Event]:
+def list_events(session: Session, *, status: str | None = None, limit: int = 50) -> Sequence[Event]:
     query = select(Event).order_by(Event.id.desc()).limit(limit)
     if status:
         query = query.where(Event.status == status)

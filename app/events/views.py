@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 
 def current_runtime() -> Runtime:
-    return current_app.extensions["hooklatch"]  # type: ignore[no-any-return]
+    runtime: Runtime = current_app.extensions["hooklatch"]
+    return runtime
 
 
 @bp.post("/hooks/<endpoint_id>")
@@ -63,7 +64,9 @@ def receive(endpoint_id: str) -> Any:
     }
 
 
-def _verify(provider: Any, headers: dict[str, str], body: bytes, secrets: list[str], runtime: Runtime) -> None:
+def _verify(
+    provider: Any, headers: dict[str, str], body: bytes, secrets: list[str], runtime: Runtime
+) -> None:
     try:
         provider.verify(headers, body, secrets=secrets, now=runtime.clock())
     except VerificationError as exc:

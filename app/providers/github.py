@@ -83,7 +83,11 @@ class GitHubProvider(Provider):
         return {"X-Hub-Signature-256": _signature(secret, body)}
 
     def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
-        payload = {"zen": "Keep it logically awesome.", "hook_id": 1, "hook": {"type": "Repository"}}
+        payload = {
+            "zen": "Keep it logically awesome.",
+            "hook_id": 1,
+            "hook": {"type": "Repository"},
+        }
         headers = {
             "Content-Type": "application/json",
             "X-GitHub-Event": "ping",

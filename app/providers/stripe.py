@@ -70,7 +70,9 @@ class StripeProvider(Provider):
         payload = json_object(body)
         event_id, event_type = payload.get("id"), payload.get("type")
         if not isinstance(event_id, str) or not event_id or not isinstance(event_type, str):
-            raise MalformedRequest("a Stripe event needs string id and type", reason="malformed_body")
+            raise MalformedRequest(
+                "a Stripe event needs string id and type", reason="malformed_body"
+            )
         created = payload.get("created")
         occurred_at = datetime.fromtimestamp(created, UTC) if isinstance(created, int) else None
         return [IncomingEvent(external_id=event_id, type=event_type, occurred_at=occurred_at)]
@@ -87,6 +89,8 @@ class StripeProvider(Provider):
             "type": "invoice.paid",
             "created": stamp,
             "livemode": False,
-            "data": {"object": {"id": f"in_demo_{stamp}", "object": "invoice", "amount_paid": 2000}},
+            "data": {
+                "object": {"id": f"in_demo_{stamp}", "object": "invoice", "amount_paid": 2000}
+            },
         }
         return {"Content-Type": "application/json"}, json.dumps(payload).encode()

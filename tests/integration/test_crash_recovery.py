@@ -8,7 +8,7 @@ import time
 import pytest
 from redis import Redis
 from rq import Queue
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from tests.conftest import count, hooklatch_cmd, make_endpoint, process_env, wait_for
 from tests.support.effects import effects
@@ -27,7 +27,9 @@ def deliver(client, endpoint, event_id, event_type):
 
 def status_of(runtime, event_id):
     with runtime.engine.connect() as c:
-        return c.exec_driver_sql(f"SELECT status FROM events WHERE id = {int(event_id)}").scalar_one()
+        return c.execute(
+            text("SELECT status FROM events WHERE id = :id"), {"id": event_id}
+        ).scalar_one()
 
 
 def effect_count(runtime, external_id):
@@ -93,7 +95,10 @@ def test_relay_killed_after_pushing_to_redis_before_commit_still_runs_the_handle
     procs("relay", hooklatch_cmd("relay"), env)
     procs("worker", hooklatch_cmd("worker"), env)
     wait_for(lambda: status_of(runtime, event_id) == "processed", timeout=30, message="processed")
-    wait_for(lambda: queue.count == 0 and count(runtime, "SELECT count(*) FROM outbox") == 0,
-             timeout=30, message="both jobs consumed")
+    wait_for(
+        lambda: queue.count == 0 and count(runtime, "SELECT count(*) FROM outbox") == 0,
+        timeout=30,
+        message="both jobs consumed",
+    )
     time.sleep(1.0)
     assert effect_count(runtime, "evt_relay_crash") == 1

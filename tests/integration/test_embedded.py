@@ -14,7 +14,11 @@ COMMAND = re.compile(r"^\s+(\S*hooklatch send-test demo.*)$", re.MULTILINE)
 
 
 def bare_env(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HOOKLATCH_", "DATABASE_", "REDIS_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HOOKLATCH_", "DATABASE_", "REDIS_"))
+    }
     env.update(extra)
     return env
 
@@ -33,7 +37,9 @@ def wait_for_send_command(proc, log_path, timeout=120):
 
 def send_and_check(command, cwd, env):
     # The printed command is meant to be pasted into a shell in the same folder.
-    result = subprocess.run(command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)  # noqa: S602
+    result = subprocess.run(  # noqa: S602
+        command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert '"status": "accepted"' in result.stdout
     assert re.search(r"event \d+: processed", result.stdout), result.stdout
@@ -43,9 +49,15 @@ def send_and_check(command, cwd, env):
 def test_serve_on_a_bare_machine_processes_the_demo_event(procs, tmp_path):
     port = free_port()
     env = bare_env(PYTHONPATH=str(ROOT))
-    proc = procs("serve", [sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env, cwd=tmp_path)
+    proc = procs(
+        "serve", [sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env, cwd=tmp_path
+    )
     command = wait_for_send_command(proc, proc.log_path)
-    command = command.replace("hooklatch", f"{sys.executable} -m app.cli", 1) if command.startswith("hooklatch") else command
+    command = (
+        command.replace("hooklatch", f"{sys.executable} -m app.cli", 1)
+        if command.startswith("hooklatch")
+        else command
+    )
     send_and_check(command, tmp_path, env)
     assert (tmp_path / "instance" / "hooklatch.sqlite3").exists()
     assert "demo handler ran for stripe invoice.paid" in proc.log()

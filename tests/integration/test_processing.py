@@ -1,5 +1,6 @@
 """Workers: handlers run once, commit with the event, retry with backoff, die, and replay."""
 
+import itertools
 from datetime import timedelta
 
 from sqlalchemy import select
@@ -41,10 +42,14 @@ def record_effect(event, ctx):
     )
 
 
-def test_handler_effect_commits_with_the_event_and_gets_a_stable_idempotency_key(client, runtime, router):
+def test_handler_effect_commits_with_the_event_and_gets_a_stable_idempotency_key(
+    client, runtime, router
+):
     seen = []
     router.on("stripe", "invoice.paid")(record_effect)
-    router.on("stripe", "invoice.*")(lambda e, ctx: seen.append((e.type, e.payload["id"], ctx.is_replay)))
+    router.on("stripe", "invoice.*")(
+        lambda e, ctx: seen.append((e.type, e.payload["id"], ctx.is_replay))
+    )
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     event_id = deliver(client, endpoint, "evt_paid")
     drain(runtime)
@@ -84,10 +89,12 @@ def test_failing_handler_writes_nothing_is_retried_with_backoff_then_dead(client
     assert "downstream said no" in stored.last_error
     assert effect_rows(runtime, "evt_fails") == []  # every attempt's writes rolled back
     with runtime.session_factory() as session:
-        attempts = session.scalars(select(Attempt).where(Attempt.event_id == event_id).order_by(Attempt.id)).all()
+        attempts = session.scalars(
+            select(Attempt).where(Attempt.event_id == event_id).order_by(Attempt.id)
+        ).all()
     assert [a.number for a in attempts] == [1, 2, 3, 4]
     assert all(a.outcome == "failed" for a in attempts)
-    gaps = [(b.started_at - a.finished_at) for a, b in zip(attempts, attempts[1:])]
+    gaps = [(b.started_at - a.finished_at) for a, b in itertools.pairwise(attempts)]
     # base 0.05 s, cap 0.2 s: each wait is at least half of base * 2^(n-1).
     assert all(gap >= timedelta(seconds=0.025 * 2**i) for i, gap in enumerate(gaps))
 
@@ -140,7 +147,9 @@ def test_replay_runs_handlers_again_and_is_recorded(client, runtime, router):
     assert row.is_replay is True
 
     # A replay of an already processed event runs the handlers again too.
-    response = client.post(f"/admin/events/{event_id}/replay", json={"reason": "again"}, headers=AUTH)
+    response = client.post(
+        f"/admin/events/{event_id}/replay", json={"reason": "again"}, headers=AUTH
+    )
     assert response.status_code == 202
     drain(runtime)
     assert len(effect_rows(runtime, "evt_replayed")) == 2
