@@ -50,7 +50,9 @@ def test_stripe_endpoint_needs_the_secret_stripe_shows(cli):
     assert result.exit_code == 1
     assert "pass --secret" in result.output
     created = json.loads(
-        cli("endpoints", "add", "stripe", "--name", "billing", "--secret", "whsec_abc", "--json").output
+        cli(
+            "endpoints", "add", "stripe", "--name", "billing", "--secret", "whsec_abc", "--json"
+        ).output
     )
     assert "secret_values" not in created  # a secret the user gave is not echoed back
 
@@ -78,14 +80,18 @@ def test_two_secrets_both_verify_and_a_removed_one_fails(cli, client):
 
 def test_the_last_secret_cannot_be_removed(cli):
     created = json.loads(cli("endpoints", "add", "github", "--name", "single", "--json").output)
-    result = cli("endpoints", "secrets", "remove", "single", str(created["secrets"][0]["id"]), ok=False)
+    result = cli(
+        "endpoints", "secrets", "remove", "single", str(created["secrets"][0]["id"]), ok=False
+    )
     assert result.exit_code == 1
     assert "only secret" in result.output
 
 
 def test_stripe_roll_header_with_old_and_new_signatures_verifies(cli, client):
     created = json.loads(
-        cli("endpoints", "add", "stripe", "--name", "rolled", "--secret", "whsec_new", "--json").output
+        cli(
+            "endpoints", "add", "stripe", "--name", "rolled", "--secret", "whsec_new", "--json"
+        ).output
     )
     body = stripe_event("evt_roll")
     headers = stripe_headers(body, "whsec_old", extra_secrets=["whsec_new"])
@@ -118,7 +124,9 @@ def test_events_list_show_and_replay_from_the_cli(cli, client, runtime):
 
 def test_missing_secret_keys_with_a_database_url_fails_fast(settings):
     result = CliRunner().invoke(
-        main, ["endpoints", "list"], env={"DATABASE_URL": settings.database_url, "HOOKLATCH_SECRET_KEYS": ""}
+        main,
+        ["endpoints", "list"],
+        env={"DATABASE_URL": settings.database_url, "HOOKLATCH_SECRET_KEYS": ""},
     )
     assert result.exit_code == 1
     assert "HOOKLATCH_SECRET_KEYS is required" in result.output

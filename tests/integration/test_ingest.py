@@ -68,7 +68,9 @@ def test_same_event_id_with_another_body_is_recorded_as_a_mismatch(client, runti
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
     for amount in (1, 2):
         body = stripe_event("evt_mismatch", amount=amount)
-        response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
+        response = client.post(
+            f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
+        )
         assert response.status_code == 200
     assert count(runtime, "SELECT mismatched_duplicates FROM events") == 1
 
@@ -84,13 +86,25 @@ def _stripe_cases():
     return {
         "tampered_body": (tampered, 401, "bad_signature"),
         "wrong_secret": (lambda: (good, stripe_headers(good, "whsec_other")), 401, "bad_signature"),
-        "missing_header": (lambda: (good, {"Content-Type": "application/json"}), 400, "missing_header"),
-        "malformed_header": (lambda: (good, {"Stripe-Signature": "v1=abc"}), 400, "malformed_header"),
+        "missing_header": (
+            lambda: (good, {"Content-Type": "application/json"}),
+            400,
+            "missing_header",
+        ),
+        "malformed_header": (
+            lambda: (good, {"Stripe-Signature": "v1=abc"}),
+            400,
+            "malformed_header",
+        ),
         "six_minutes_old": (
-            lambda: (good, stripe_headers(good, SECRET, timestamp=now - 360)), 401, "stale_timestamp"
+            lambda: (good, stripe_headers(good, SECRET, timestamp=now - 360)),
+            401,
+            "stale_timestamp",
         ),
         "six_minutes_ahead": (
-            lambda: (good, stripe_headers(good, SECRET, timestamp=now + 360)), 401, "future_timestamp"
+            lambda: (good, stripe_headers(good, SECRET, timestamp=now + 360)),
+            401,
+            "future_timestamp",
         ),
     }
 
@@ -110,15 +124,33 @@ def test_refused_stripe_request_leaves_no_row(client, runtime, case):
 def _github_cases():
     good = json.dumps({"ref": "refs/heads/main"}).encode()
     return {
-        "tampered_body": (lambda: (good + b" ", github_headers(good, "gh-secret")), 401, "bad_signature"),
+        "tampered_body": (
+            lambda: (good + b" ", github_headers(good, "gh-secret")),
+            401,
+            "bad_signature",
+        ),
         "wrong_secret": (lambda: (good, github_headers(good, "nope")), 401, "bad_signature"),
         "missing_signature": (
-            lambda: (good, {k: v for k, v in github_headers(good, "gh-secret").items() if k != "X-Hub-Signature-256"}),
+            lambda: (
+                good,
+                {
+                    k: v
+                    for k, v in github_headers(good, "gh-secret").items()
+                    if k != "X-Hub-Signature-256"
+                },
+            ),
             400,
             "missing_header",
         ),
         "missing_delivery": (
-            lambda: (good, {k: v for k, v in github_headers(good, "gh-secret").items() if k != "X-GitHub-Delivery"}),
+            lambda: (
+                good,
+                {
+                    k: v
+                    for k, v in github_headers(good, "gh-secret").items()
+                    if k != "X-GitHub-Delivery"
+                },
+            ),
             400,
             "missing_header",
         ),
@@ -147,7 +179,9 @@ def test_valid_signature_over_a_body_that_is_not_an_event_is_refused(client, run
 def test_body_over_the_limit_is_refused_before_it_is_read(settings, router):
     from app import create_app
 
-    small = create_app(settings.__class__(**{**settings.__dict__, "max_body_bytes": 64}), router=router)
+    small = create_app(
+        settings.__class__(**{**settings.__dict__, "max_body_bytes": 64}), router=router
+    )
     endpoint, _ = make_endpoint(small.extensions["hooklatch"], "stripe", secrets=[SECRET])
     body = stripe_event("evt_big")
     response = small.test_client().post(
@@ -162,7 +196,10 @@ def test_unknown_and_disabled_endpoints_answer_404(client, runtime):
     from app.endpoints.models import Endpoint
 
     body = stripe_event()
-    assert client.post("/hooks/ep_nope", data=body, headers=stripe_headers(body, SECRET)).status_code == 404
+    assert (
+        client.post("/hooks/ep_nope", data=body, headers=stripe_headers(body, SECRET)).status_code
+        == 404
+    )
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
     with runtime.session_factory.begin() as session:
         session.get(Endpoint, endpoint).enabled = False
