@@ -1,0 +1,105 @@
+"""The relay moves each outbox row once, and re-dispatches only work that is really lost."""
+
+import threading
+
+from redis import Redis
+from rq import Queue
+from rq.job import Job, JobStatus
+
+from tests.conftest import count, make_endpoint
+from tests.support.signing import stripe_event, stripe_headers
+from workers.lease import job_lease
+from workers.relay import Relay
+from workers.sinks import RQSink
+
+SECRET = "whsec_test_secret"
+
+
+def ingest(client, runtime, n):
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    for i in range(n):
+        body = stripe_event(f"evt_relay_{i}")
+        response = client.post(
+            f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
+        )
+        assert response.status_code == 200
+
+
+def relay_for(runtime):
+    redis = Redis.from_url(runtime.settings.redis_url)
+    return Relay(runtime, RQSink(runtime, redis)), Queue(
+        runtime.settings.queue_name, connection=redis
+    )
+
+
+def jobs_of(runtime):
+    with runtime.engine.connect() as c:
+        return {r[0] for r in c.exec_driver_sql("SELECT DISTINCT job_id FROM events")}
+
+
+def test_events_share_jobs_in_batches(client, runtime):
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings, job_size=4)
+    ingest(client, runtime, 10)
+    relay, queue = relay_for(runtime)
+    assert relay.relay_once() == 10
+    assert queue.count == 3  # 4 + 4 + 2 events
+    assert count(runtime, "SELECT count(*) FROM outbox") == 0
+
+
+def test_sweep_leaves_a_healthy_queued_backlog_alone(client, runtime):
+    ingest(client, runtime, 10)
+    relay, queue = relay_for(runtime)
+    relay.relay_once()
+    for _ in range(5):
+        assert relay.sweep_once() == 0
+    assert queue.count == 1
+    assert count(runtime, "SELECT count(*) FROM outbox") == 0
+
+
+def test_work_whose_job_vanished_from_redis_is_dispatched_again(client, runtime):
+    ingest(client, runtime, 10)
+    relay, queue = relay_for(runtime)
+    relay.relay_once()
+    [lost] = jobs_of(runtime)
+    Job.fetch(lost, connection=queue.connection).delete()  # as a Redis restart without persistence
+    assert relay.sweep_once() == 10
+    assert relay.relay_once() == 10
+    assert lost not in jobs_of(runtime)
+    assert queue.count == 1
+
+
+def test_a_started_job_is_alive_while_its_lease_is_held_and_lost_when_it_is_not(client, runtime):
+    ingest(client, runtime, 3)
+    relay, queue = relay_for(runtime)
+    relay.relay_once()
+    [job_id] = jobs_of(runtime)
+    job = Job.fetch(job_id, connection=queue.connection)
+    job.set_status(JobStatus.STARTED)
+    with job_lease(runtime.engine, job_id):
+        assert relay.sweep_once() == 0  # a live process is running it
+    assert relay.sweep_once() == 3  # that process died: its lease went with it
+
+
+def test_two_relays_at_once_move_each_outbox_row_exactly_once(client, runtime):
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings, relay_batch_size=7, job_size=1)
+    ingest(client, runtime, 60)
+    relays = [relay_for(runtime)[0] for _ in range(2)]
+    moved = [0, 0]
+
+    def run(i):
+        while (n := relays[i].relay_once()) > 0:
+            moved[i] += n
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sum(moved) == 60
+    _, queue = relay_for(runtime)
+    assert queue.count == 60
+    assert len(jobs_of(runtime)) == 60
