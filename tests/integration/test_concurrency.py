@@ -10,7 +10,14 @@ from rq import Queue
 from rq.registry import StartedJobRegistry
 from sqlalchemy import text
 
-from tests.conftest import count, hooklatch_cmd, make_endpoint, process_env, start_gunicorn, wait_for
+from tests.conftest import (
+    count,
+    hooklatch_cmd,
+    make_endpoint,
+    process_env,
+    start_gunicorn,
+    wait_for,
+)
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_test_secret"
@@ -66,16 +73,19 @@ def test_one_event_delivered_50_times_concurrently_is_stored_and_handled_once(
         queue = Queue(proc_settings.queue_name, connection=redis)
         # Let every queued or running job finish before counting effects.
         wait_for(
-            lambda: count(runtime, "SELECT count(*) FROM outbox") == 0
-            and queue.count == 0
-            and StartedJobRegistry(queue=queue).count == 0,
+            lambda: (
+                count(runtime, "SELECT count(*) FROM outbox") == 0
+                and queue.count == 0
+                and StartedJobRegistry(queue=queue).count == 0
+            ),
             timeout=20,
             message="outbox and queue drained",
         )
     except AssertionError as exc:
         raise AssertionError(f"{exc}\nrelay:\n{relay.log()}\nworker:\n{worker.log()}") from None
-    assert count(
-        runtime, "SELECT count(*) FROM test_effects WHERE external_id = :x", x=external_id
-    ) == 1
+    assert (
+        count(runtime, "SELECT count(*) FROM test_effects WHERE external_id = :x", x=external_id)
+        == 1
+    )
     assert count(runtime, "SELECT attempts FROM events WHERE external_id = :x", x=external_id) == 1
     assert relay.popen.poll() is None and worker.popen.poll() is None

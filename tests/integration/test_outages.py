@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import socket
@@ -38,8 +39,19 @@ def start_redis(procs, port, directory):
     proc = procs(
         "redis-server",
         [
-            "redis-server", "--port", str(port), "--bind", "127.0.0.1",
-            "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", str(directory),
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--dir",
+            str(directory),
         ],
         {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
     )
@@ -60,7 +72,11 @@ def start_redis(procs, port, directory):
 
 def with_port(url: str, port: int) -> str:
     parts = urlsplit(url)
-    netloc = f"{parts.username}@{parts.hostname}:{port}" if parts.username else f"{parts.hostname}:{port}"
+    netloc = (
+        f"{parts.username}@{parts.hostname}:{port}"
+        if parts.username
+        else f"{parts.hostname}:{port}"
+    )
     return urlunsplit(parts._replace(netloc=netloc))
 
 
@@ -137,10 +153,8 @@ class TcpProxy:
     def _close(self, sock: socket.socket) -> None:
         with self._lock:
             self._sockets.discard(sock)
-        try:
+        with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         sock.close()
 
     def stop(self) -> None:
@@ -205,10 +219,13 @@ def test_redis_down_ingest_still_stores_and_everything_is_processed_once_when_it
     time.sleep(2)  # the relay tries (and fails) to push meanwhile
     assert count(runtime, "SELECT count(*) FROM events WHERE status = 'pending'") == 20
     # Nothing could be relayed: every event still has its outbox row.
-    assert count(
-        runtime,
-        "SELECT count(DISTINCT e.id) FROM events e JOIN outbox o ON o.event_id = e.id",
-    ) == 20, logs()
+    assert (
+        count(
+            runtime,
+            "SELECT count(DISTINCT e.id) FROM events e JOIN outbox o ON o.event_id = e.id",
+        )
+        == 20
+    ), logs()
     assert count(runtime, "SELECT count(*) FROM test_effects") == 0
     assert relay.popen.poll() is None, f"relay exited while Redis was down{logs()}"
     assert worker.popen.poll() is None, f"worker exited while Redis was down{logs()}"
@@ -222,9 +239,11 @@ def test_redis_down_ingest_still_stores_and_everything_is_processed_once_when_it
         )
         queue = Queue(settings.queue_name, connection=redis_lib.Redis.from_url(settings.redis_url))
         wait_for(
-            lambda: count(runtime, "SELECT count(*) FROM outbox") == 0
-            and queue.count == 0
-            and StartedJobRegistry(queue=queue).count == 0,
+            lambda: (
+                count(runtime, "SELECT count(*) FROM outbox") == 0
+                and queue.count == 0
+                and StartedJobRegistry(queue=queue).count == 0
+            ),
             timeout=20,
             message="outbox and queue drained",
         )
@@ -267,7 +286,9 @@ def test_postgres_lost_and_back_under_gunicorn_answers_503_then_recovers(
     proxy = proxies((pg.hostname, pg.port or 5432))
     port = proxy.port
     base, web = start_gunicorn(
-        procs, replace(proc_settings, database_url=with_port(proc_settings.database_url, port)), workers=2
+        procs,
+        replace(proc_settings, database_url=with_port(proc_settings.database_url, port)),
+        workers=2,
     )
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
     url = f"{base}/hooks/{endpoint}"
@@ -282,14 +303,21 @@ def test_postgres_lost_and_back_under_gunicorn_answers_503_then_recovers(
     assert {r.json()["error"] for r in during} == {"store_unavailable"}
     assert all(r.headers.get("Retry-After") for r in during)
 
-    proxies((pg.hostname, pg.port or 5432), port)  # back on the same port
+    proxy = proxies((pg.hostname, pg.port or 5432), port)  # back on the same port
     after = [post(url, f"evt_after_{n}") for n in range(6)]
     assert [r.status_code for r in after] == [200] * 6, ([r.text for r in after], web.log())
     assert {r.json()["status"] for r in after} == {"accepted"}
 
+    # A bounce that no request saw: every pooled connection is now dead, and pre-ping must
+    # replace it instead of answering 503 with it.
+    proxy.stop()
+    proxies((pg.hostname, pg.port or 5432), port)
+    bounced = [post(url, f"evt_bounced_{n}") for n in range(6)]
+    assert [r.status_code for r in bounced] == [200] * 6, ([r.text for r in bounced], web.log())
+
     stored = count(runtime, "SELECT count(*) FROM events WHERE external_id LIKE 'evt_during_%'")
     assert stored == 0  # a 503 stored nothing (the provider will retry)
-    assert count(runtime, "SELECT count(*) FROM events") == 10
+    assert count(runtime, "SELECT count(*) FROM events") == 16
 
 
 # -- no Redis on the request path --------------------------------------------------
@@ -347,7 +375,9 @@ def test_ingest_makes_no_redis_call(settings, router):
 def test_ingest_opens_no_connection_to_redis(settings, router):
     """Stronger than a closed port: a call whose error were swallowed would still be seen."""
     listener = CountingListener()
-    app = create_app(replace(settings, redis_url=f"redis://127.0.0.1:{listener.port}/0"), router=router)
+    app = create_app(
+        replace(settings, redis_url=f"redis://127.0.0.1:{listener.port}/0"), router=router
+    )
     runtime = app.extensions["hooklatch"]
     try:
         endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
