@@ -18,12 +18,23 @@ from app.errors import HooklatchError
 from app.settings import Settings, SettingsError
 
 
+def _settings(ctx: click.Context) -> Settings:
+    """Read when a command needs it, so `keys generate` works before anything is configured."""
+    if "settings" not in ctx.obj:
+        try:
+            ctx.obj["settings"] = Settings.from_env()
+        except SettingsError as exc:
+            raise click.ClickException(str(exc)) from exc
+    settings: Settings = ctx.obj["settings"]
+    return settings
+
+
 def _runtime(ctx: click.Context) -> Any:
     from app.runtime import build_runtime
 
     if "runtime" not in ctx.obj:
         try:
-            ctx.obj["runtime"] = build_runtime(ctx.obj["settings"])
+            ctx.obj["runtime"] = build_runtime(_settings(ctx))
         except (SettingsError, LookupError, RuntimeError) as exc:
             raise click.ClickException(str(exc)) from exc
     return ctx.obj["runtime"]
@@ -54,10 +65,6 @@ def main(ctx: click.Context) -> None:
 
     logs.configure()
     ctx.ensure_object(dict)
-    try:
-        ctx.obj["settings"] = Settings.from_env()
-    except SettingsError as exc:
-        raise click.ClickException(str(exc)) from exc
 
 
 @main.group()
@@ -71,6 +78,20 @@ def keys_generate() -> None:
     from app.crypto import generate_key
 
     click.echo(generate_key())
+
+
+@keys.command("rotate")
+@click.pass_context
+def keys_rotate(ctx: click.Context) -> None:
+    """Re-encrypt every stored secret with the first key; then older keys can be dropped."""
+    from app.endpoints.models import EndpointSecret
+
+    runtime = _runtime(ctx)
+    with runtime.session_factory.begin() as session:
+        rows = session.scalars(select(EndpointSecret)).all()
+        for row in rows:
+            row.ciphertext = runtime.box.rotate(row.ciphertext)
+    click.echo(f"re-encrypted {len(rows)} secrets with the first key")
 
 
 @main.group()
@@ -87,7 +108,7 @@ def db_upgrade(ctx: click.Context, revision: str) -> None:
 
     from migrations import alembic_config
 
-    settings = ctx.obj["settings"].with_embedded_key()
+    settings = _settings(ctx).with_embedded_key()
     if settings.database_url is None:
         settings.instance_path.mkdir(parents=True, exist_ok=True)
     command.upgrade(alembic_config(settings.sqlalchemy_url), revision)
@@ -141,14 +162,19 @@ def endpoints_add(
             session, provider=plugin, name=name, secrets=list(secrets), box=runtime.box
         )
         generated = not secrets
-        data = _endpoint_json(runtime, endpoint, plain if generated else None)
+        data = _endpoint_json(runtime, endpoint, plain if generated and plain else None)
     if as_json:
         _echo_json(data)
         return
     click.echo(f"endpoint {data['id']} ({provider}, {name})")
     click.echo(f"URL to register with {provider}: {data['url']}")
-    if generated:
+    if generated and plain:
         click.echo(f"generated secret (shown once; give it to {provider}): {plain[0]}")
+    elif not plain:
+        click.echo(
+            f"no secret yet: deliveries are refused until you add the one {provider} shows "
+            f"for this URL:\n    hooklatch endpoints secrets add {data['id']} --secret ..."
+        )
 
 
 @endpoints.command("list")
@@ -354,7 +380,7 @@ def serve(ctx: click.Context, host: str, port: int) -> None:
     and a demo endpoint you can send a signed test event to."""
     from app.serve import serve_embedded
 
-    serve_embedded(ctx.obj["settings"], host=host, port=port, send_command=_self_command())
+    serve_embedded(_settings(ctx), host=host, port=port, send_command=_self_command())
 
 
 def _self_command() -> str:

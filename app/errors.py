@@ -79,6 +79,14 @@ class ProviderUnavailable(HooklatchError):
     headers = {"Retry-After": "30"}
 
 
+class SecretUnavailable(HooklatchError):
+    """An endpoint secret cannot be decrypted with HOOKLATCH_SECRET_KEYS; nothing was stored."""
+
+    status_code = 503
+    reason = "secret_unavailable"
+    headers = {"Retry-After": "30"}
+
+
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(HooklatchError)
     def _render(exc: HooklatchError) -> tuple[Response, int]:

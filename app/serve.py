@@ -76,9 +76,13 @@ def _prepare_embedded(settings: Settings, send_command: str) -> None:
             )
         url = endpoint_url(settings.public_url, endpoint)
     runtime.engine.dispose()
+    where = (
+        f"SQLite at {settings.sqlalchemy_url.removeprefix('sqlite:///')}"
+        if settings.database_url is None
+        else "the database in DATABASE_URL"
+    )
     click.echo(
-        f"\nhooklatch (embedded: SQLite at {settings.sqlalchemy_url.removeprefix('sqlite:///')}, "
-        "handlers run in this process)\n"
+        f"\nhooklatch (embedded: {where}, handlers run in this process)\n"
         f"Demo endpoint '{DEMO_ENDPOINT}' (stripe): {url}\n"
         "Send it a correctly signed test event from another terminal, in this folder:\n\n"
         f"    {send_command}\n",

@@ -70,7 +70,8 @@ class Settings:
     instance_path: Path = field(default_factory=lambda: Path.cwd() / "instance")
     queue_name: str = "hooklatch"
     max_attempts: int = 8
-    retry_base_seconds: float = 10.0
+    # 8 attempts from 60 s doubling: the last one comes one to two hours after the first.
+    retry_base_seconds: float = 60.0
     retry_max_seconds: float = 6 * 3600.0
     job_size: int = 200
     relay_batch_size: int = 1000
@@ -120,9 +121,9 @@ class Settings:
 
     def validated(self) -> Settings:
         if self.database_url and not self.database_url.startswith(
-            ("postgres://", "postgresql", "sqlite", "mysql")
+            ("postgres://", "postgresql", "sqlite")
         ):
-            raise SettingsError("DATABASE_URL must be a postgresql://, mysql:// or sqlite:// URL")
+            raise SettingsError("DATABASE_URL must be a postgresql:// or sqlite:// URL")
         if self.redis_url and not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
             raise SettingsError("REDIS_URL must be a redis://, rediss:// or unix:// URL")
         if not self.public_url.startswith(("http://", "https://")):

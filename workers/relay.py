@@ -80,10 +80,15 @@ class Relay:
         for batch in batches:
             for model, ids in ((Event, batch.event_ids), (Replay, batch.replay_ids)):
                 if ids:
+                    # A row a worker already holds is being processed: don't wait for it.
+                    free = (
+                        select(model.id).where(model.id.in_(ids)).with_for_update(skip_locked=True)
+                    )
                     session.execute(
                         update(model)
-                        .where(model.id.in_(ids))
+                        .where(model.id.in_(free.scalar_subquery()))
                         .values(job_id=batch.job_id, dispatched_at=now)
+                        .execution_options(synchronize_session=False)
                     )
 
     def sweep_once(self) -> int:

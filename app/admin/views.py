@@ -37,7 +37,7 @@ def require_token() -> None:
 @bp.post("/events/<int:event_id>/replay")
 def replay(event_id: int) -> Any:
     runtime = current_runtime()
-    data = request.get_json(silent=True) if request.content_length else {}
+    data = request.get_json(force=True, silent=True) if request.content_length else {}
     if not isinstance(data, dict):
         raise BadRequest("the body must be a JSON object", reason="malformed_body")
     requested_by = str(data.get("requested_by") or "admin-api")[:200]

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.crypto import SecretBox
 from app.endpoints.models import Endpoint, EndpointSecret
-from app.errors import BadRequest, NotFound
+from app.errors import BadRequest, NotFound, SecretUnavailable
 from app.providers.base import Provider
 
 
@@ -37,14 +37,13 @@ def create_endpoint(
     secrets: list[str],
     box: SecretBox,
 ) -> tuple[Endpoint, list[str]]:
-    """Create an endpoint; returns it with its plaintext secrets (generated where allowed)."""
-    if not secrets:
-        if not provider.generates_secret:
-            raise BadRequest(
-                f"{provider.name} chooses the signing secret: pass --secret with the value "
-                "the provider shows you",
-                reason="secret_required",
-            )
+    """Create an endpoint; returns it with its plaintext secrets.
+
+    Where the receiver chooses the secret (GitHub) and none is given, one is generated.
+    Where the provider chooses it (Stripe shows it only once it has the URL), the endpoint
+    starts with none and refuses every delivery (no_secret) until one is added.
+    """
+    if not secrets and provider.generates_secret:
         secrets = [generate_secret()]
     if session.scalar(select(Endpoint.id).where(Endpoint.name == name)) is not None:
         raise BadRequest(f"an endpoint named {name!r} exists already", reason="name_taken")
@@ -96,7 +95,11 @@ def active_endpoint(session: Session, endpoint_id: str, *, box: SecretBox) -> Ac
     endpoint = session.get(Endpoint, endpoint_id)
     if endpoint is None or not endpoint.enabled:
         raise NotFound("unknown or disabled endpoint", reason="unknown_endpoint")
-    return ActiveEndpoint(endpoint, [box.decrypt(s.ciphertext) for s in endpoint.secrets])
+    try:
+        secrets = [box.decrypt(s.ciphertext) for s in endpoint.secrets]
+    except ValueError as exc:
+        raise SecretUnavailable(str(exc)) from exc
+    return ActiveEndpoint(endpoint, secrets)
 
 
 def endpoint_url(public_url: str, endpoint: Endpoint) -> str:

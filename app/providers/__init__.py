@@ -28,7 +28,13 @@ def load_providers() -> dict[str, Provider]:
             factory = ep.load()
         except Exception as exc:
             raise PluginError(f"provider plugin {origin!r} failed to import: {exc}") from exc
-        providers[ep.name] = validate(factory, origin=origin)
+        provider = validate(factory, origin=origin)
+        if provider.name != ep.name:
+            raise PluginError(
+                f"provider plugin {origin!r} names itself {provider.name!r}: "
+                f"its name attribute must equal the entry-point name {ep.name!r}"
+            )
+        providers[ep.name] = provider
         origins[ep.name] = origin
     return providers
 

@@ -45,16 +45,44 @@ def test_endpoints_add_prints_the_url_and_a_generated_secret_for_github(cli):
     assert secret in cli("endpoints", "show", "repo", "--reveal").output
 
 
-def test_stripe_endpoint_needs_the_secret_stripe_shows(cli):
-    result = cli("endpoints", "add", "stripe", "--name", "billing", ok=False)
-    assert result.exit_code == 1
-    assert "pass --secret" in result.output
-    created = json.loads(
-        cli(
-            "endpoints", "add", "stripe", "--name", "billing", "--secret", "whsec_abc", "--json"
-        ).output
+def test_stripe_endpoint_refuses_deliveries_until_the_secret_stripe_shows_is_added(cli, client):
+    # Stripe shows the signing secret only after it has the URL: create first, add the secret.
+    created = json.loads(cli("endpoints", "add", "stripe", "--name", "billing", "--json").output)
+    assert created["secrets"] == [] and "secret_values" not in created
+    body = stripe_event("evt_before_secret")
+    headers = stripe_headers(body, "whsec_from_dashboard")
+    refused = client.post(f"/hooks/{created['id']}", data=body, headers=headers)
+    assert (refused.status_code, refused.json["error"]) == (401, "no_secret")
+
+    cli("endpoints", "secrets", "add", "billing", "--secret", "whsec_from_dashboard")
+    shown = cli("endpoints", "show", "billing").output
+    assert "whsec_from_dashboard" not in shown  # a secret the user gave is not echoed back
+    assert client.post(f"/hooks/{created['id']}", data=body, headers=headers).status_code == 200
+
+
+def test_keys_generate_needs_no_configuration():
+    result = CliRunner().invoke(
+        main, ["keys", "generate"], env={"DATABASE_URL": "postgresql://x/y"}
     )
-    assert "secret_values" not in created  # a secret the user gave is not echoed back
+    assert result.exit_code == 0
+    assert len(result.output.strip()) == 44
+
+
+def test_keys_rotate_reencrypts_secrets_so_the_old_key_can_go(cli, settings, client):
+    from cryptography.fernet import Fernet
+
+    created = json.loads(cli("endpoints", "add", "github", "--name", "rekeyed", "--json").output)
+    secret = created["secret_values"][0]
+    new_key = Fernet.generate_key().decode()
+    old_key = settings.secret_keys[0]
+    env = {"DATABASE_URL": settings.database_url, "HOOKLATCH_SECRET_KEYS": f"{new_key},{old_key}"}
+    assert CliRunner().invoke(main, ["keys", "rotate"], env=env).exit_code == 0
+    env["HOOKLATCH_SECRET_KEYS"] = new_key
+    shown = CliRunner().invoke(main, ["endpoints", "show", "rekeyed", "--reveal"], env=env)
+    assert shown.exit_code == 0 and secret in shown.output
+    # The app still running on the old key alone cannot read it: a clear, retryable 503.
+    response = post_github(client, created["id"], secret)
+    assert (response.status_code, response.json["error"]) == (503, "secret_unavailable")
 
 
 def test_unknown_provider_is_a_clear_error(cli):

@@ -51,3 +51,8 @@ def test_embedded_default_generates_and_keeps_one_key(tmp_path):
     again = settings.with_embedded_key().secret_keys
     assert first == again and len(first) == 1
     assert (tmp_path / "secret.key").stat().st_mode & 0o777 == 0o600
+
+
+def test_mysql_is_refused_clearly_until_it_is_supported():
+    with pytest.raises(SettingsError, match="postgresql:// or sqlite://"):
+        Settings.from_env({"DATABASE_URL": "mysql://root@localhost/x"})
