@@ -156,6 +156,31 @@ def make_endpoint(runtime, provider="stripe", *, name=None, secrets=("whsec_test
         return endpoint.id, plain
 
 
+def deliver(client, endpoint, event_id, event_type="invoice.paid", secret="whsec_test_secret"):
+    """POST one Stripe-signed event through the real view; returns its stored id."""
+    from tests.support.signing import stripe_event, stripe_headers
+
+    body = stripe_event(event_id, event_type=event_type)
+    response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, secret))
+    assert response.status_code == 200, response.json
+    return response.json["events"][0]["id"]
+
+
+def wait_drained(runtime, queue, *, timeout: float = 20) -> None:
+    """Every outbox row relayed and every queued or running job finished."""
+    from rq.registry import StartedJobRegistry
+
+    wait_for(
+        lambda: (
+            count(runtime, "SELECT count(*) FROM outbox") == 0
+            and queue.count == 0
+            and StartedJobRegistry(queue=queue).count == 0
+        ),
+        timeout=timeout,
+        message="outbox and queue drained",
+    )
+
+
 def count(runtime, sql: str, **params) -> int:
     with runtime.engine.connect() as connection:
         return connection.execute(text(sql), params).scalar_one()

@@ -7,7 +7,6 @@ import pytest
 import requests
 from redis import Redis
 from rq import Queue
-from rq.registry import StartedJobRegistry
 from sqlalchemy import text
 
 from tests.conftest import (
@@ -16,6 +15,7 @@ from tests.conftest import (
     make_endpoint,
     process_env,
     start_gunicorn,
+    wait_drained,
     wait_for,
 )
 from tests.support.signing import stripe_event, stripe_headers
@@ -72,15 +72,7 @@ def test_one_event_delivered_50_times_concurrently_is_stored_and_handled_once(
         redis = Redis.from_url(proc_settings.redis_url)
         queue = Queue(proc_settings.queue_name, connection=redis)
         # Let every queued or running job finish before counting effects.
-        wait_for(
-            lambda: (
-                count(runtime, "SELECT count(*) FROM outbox") == 0
-                and queue.count == 0
-                and StartedJobRegistry(queue=queue).count == 0
-            ),
-            timeout=20,
-            message="outbox and queue drained",
-        )
+        wait_drained(runtime, queue)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\nrelay:\n{relay.log()}\nworker:\n{worker.log()}") from None
     assert (

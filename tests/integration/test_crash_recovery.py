@@ -10,19 +10,11 @@ from redis import Redis
 from rq import Queue
 from sqlalchemy import select, text
 
-from tests.conftest import count, hooklatch_cmd, make_endpoint, process_env, wait_for
+from tests.conftest import count, deliver, hooklatch_cmd, make_endpoint, process_env, wait_for
 from tests.support.effects import effects
-from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_test_secret"
 RECOVERY_BOUND_SECONDS = 30
-
-
-def deliver(client, endpoint, event_id, event_type):
-    body = stripe_event(event_id, event_type=event_type)
-    response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
-    assert response.status_code == 200, response.json
-    return response.json["events"][0]["id"]
 
 
 def status_of(runtime, event_id):

@@ -15,7 +15,6 @@ import pytest
 import redis as redis_lib
 import requests
 from rq import Queue
-from rq.registry import StartedJobRegistry
 
 from app import create_app
 from tests.conftest import (
@@ -25,6 +24,7 @@ from tests.conftest import (
     make_endpoint,
     process_env,
     start_gunicorn,
+    wait_drained,
     wait_for,
 )
 from tests.support.signing import stripe_event, stripe_headers
@@ -238,15 +238,7 @@ def test_redis_down_ingest_still_stores_and_everything_is_processed_once_when_it
             message="all 20 events processed",
         )
         queue = Queue(settings.queue_name, connection=redis_lib.Redis.from_url(settings.redis_url))
-        wait_for(
-            lambda: (
-                count(runtime, "SELECT count(*) FROM outbox") == 0
-                and queue.count == 0
-                and StartedJobRegistry(queue=queue).count == 0
-            ),
-            timeout=20,
-            message="outbox and queue drained",
-        )
+        wait_drained(runtime, queue)
     except AssertionError as exc:
         raise AssertionError(f"{exc}{logs()}") from None
     with runtime.engine.connect() as c:

@@ -6,19 +6,13 @@ from datetime import timedelta
 from sqlalchemy import select
 
 from app.events.models import Attempt, Event, Replay
-from tests.conftest import count, drain, make_endpoint
+from tests.conftest import count, deliver, drain, make_endpoint
 from tests.support.effects import effects
+from tests.support.handlers import write_effect
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_test_secret"
 AUTH = {"Authorization": "Bearer test-admin-token"}
-
-
-def deliver(client, endpoint, event_id, event_type="invoice.paid"):
-    body = stripe_event(event_id, event_type=event_type)
-    response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
-    assert response.status_code == 200, response.json
-    return response.json["events"][0]["id"]
 
 
 def effect_rows(runtime, external_id):
@@ -32,14 +26,7 @@ def event(runtime, event_id) -> Event:
 
 
 def record_effect(event, ctx):
-    ctx.session.execute(
-        effects.insert().values(
-            external_id=event.external_id,
-            idempotency_key=ctx.idempotency_key,
-            attempt=ctx.attempt,
-            is_replay=ctx.is_replay,
-        )
-    )
+    write_effect(event, ctx)
 
 
 def test_handler_effect_commits_with_the_event_and_gets_a_stable_idempotency_key(
