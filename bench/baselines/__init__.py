@@ -1,0 +1,1 @@
+"""The naive receiver the benchmarks compare against: what a webhook endpoint usually looks like."""

@@ -1,0 +1,8 @@
+"""A handler that does nothing: what is left is hooklatch's own cost per event."""
+
+from app.handlers import EventView, Context, on
+
+
+@on("stripe", "*")
+def noop(event: EventView, ctx: Context) -> None:
+    pass

@@ -1,0 +1,236 @@
+"""Processes the harness starts, and the database and Redis it uses: all cleaned up at exit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg2
+import redis as redis_lib
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+class BenchError(RuntimeError):
+    """A scenario could not run or produced wrong results (lost, doubled or refused events)."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def scratch_database(admin_url: str) -> Iterator[str]:
+    """A new, empty database for one run; dropped afterwards, whatever happened."""
+    name = f"hooklatch_bench_{uuid.uuid4().hex[:8]}"
+    _admin(admin_url, f'CREATE DATABASE "{name}"')
+    try:
+        yield admin_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _admin(admin_url: str, sql: str) -> None:
+    connection = psycopg2.connect(admin_url)
+    connection.autocommit = True
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+    finally:
+        connection.close()
+
+
+def psql(url: str, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    connection = psycopg2.connect(url)
+    connection.autocommit = True
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall()) if cursor.description else []
+    finally:
+        connection.close()
+
+
+def scalar(url: str, sql: str, params: tuple[object, ...] = ()) -> object:
+    return psql(url, sql, params)[0][0]
+
+
+def flush_redis(url: str) -> None:
+    redis_lib.Redis.from_url(url).flushdb()
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 15) -> None:
+        """SIGTERM the process group, then SIGKILL what is left."""
+        if self.popen.poll() is None:
+            _signal_group(self.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        _signal_group(self.pid, signal.SIGKILL)  # stray children (RQ work horses) too
+        if self.popen.poll() is None:
+            self.popen.wait(5)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+@dataclass
+class Procs:
+    """Every process of a scenario; `stop_all` (or leaving the context) ends them."""
+
+    log_dir: Path
+    running: list[Proc] = field(default_factory=list)
+
+    def start(self, name: str, args: list[str], env: dict[str, str]) -> Proc:
+        log_path = self.log_dir / f"{name}.log"
+        handle = log_path.open("ab")
+        popen = subprocess.Popen(  # noqa: S603 (our own commands)
+            args,
+            cwd=ROOT,
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        handle.close()
+        proc = Proc(name, popen, log_path)
+        self.running.append(proc)
+        return proc
+
+    def stop(self, proc: Proc) -> None:
+        proc.stop()
+        self.running.remove(proc)
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.running):
+            proc.stop()
+        self.running.clear()
+
+    def __enter__(self) -> Procs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()
+
+    def check_alive(self) -> None:
+        for proc in self.running:
+            if proc.popen.poll() is not None:
+                raise BenchError(f"{proc.name} exited ({proc.popen.returncode}):\n{proc.log_tail()}")
+
+
+def wait_http(url: str, proc: Proc, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.popen.poll() is not None:
+            raise BenchError(f"{proc.name} exited before answering:\n{proc.log_tail()}")
+        try:
+            requests.get(url, timeout=1)
+            return
+        except requests.RequestException:
+            time.sleep(0.1)
+    raise BenchError(f"{proc.name} did not answer {url} within {timeout} s:\n{proc.log_tail()}")
+
+
+def wait_until(predicate: object, *, timeout: float, what: str, interval: float = 0.2) -> float:
+    """Poll until predicate() is true; returns the seconds it took."""
+    started = time.monotonic()
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() - started > timeout:
+            raise BenchError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+    return time.monotonic() - started
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as handle:
+            return [int(p) for p in handle.read().split()]
+    except OSError:
+        return []
+
+
+def _rss_mb(pid: int) -> float:
+    """Peak resident set of a live process (VmHWM), in MiB."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class MemorySampler:
+    """Samples the peak RSS of a process's children (gunicorn workers, RQ work horses)
+    and of the process itself, every few hundred milliseconds, until stopped."""
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval = interval
+        self.roots: dict[str, int] = {}
+        self.peaks: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def watch(self, role: str, pid: int) -> None:
+        self.roots[role] = pid
+
+    def start(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        self._sample()
+        self._stop.set()
+        self._thread.join()
+        return {role: round(mb, 1) for role, mb in self.peaks.items()}
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def _sample(self) -> None:
+        for role, pid in list(self.roots.items()):
+            self._peak(role, _rss_mb(pid))
+            for child in _children(pid):
+                self._peak(f"{role} child", _rss_mb(child))
+
+    def _peak(self, role: str, mb: float) -> None:
+        if mb > self.peaks.get(role, 0.0):
+            self.peaks[role] = mb
