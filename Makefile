@@ -21,7 +21,7 @@ run: install
 
 lint: install-dev
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check app workers migrations tests
+	$(BIN)/ruff format --check app workers migrations tests bench
 	$(BIN)/mypy
 
 test: lint

@@ -75,7 +75,7 @@ def _prepare_embedded(settings: Settings, send_command: str) -> None:
                 box=runtime.box,
             )
         url = endpoint_url(settings.public_url, endpoint)
-    runtime.engine.dispose()
+    runtime.dispose()
     where = (
         f"SQLite at {settings.sqlalchemy_url.removeprefix('sqlite:///')}"
         if settings.database_url is None

@@ -1,4 +1,4 @@
-"""`python -m bench [--smoke]`: run every scenario and write the results, the tables and the plot."""
+"""`python -m bench [--smoke]`: run every scenario; write the results, the tables and the plot."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def _machine(database_url: str, redis_url: str) -> dict[str, Any]:
                 break
     with open("/proc/meminfo") as handle:
         memory_kib = int(handle.readline().split()[1])
-    wrk = subprocess.run(["wrk", "-v"], capture_output=True, text=True, check=False)  # noqa: S607
+    wrk = subprocess.run(["wrk", "-v"], capture_output=True, text=True, check=False)
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
@@ -53,7 +53,9 @@ def _preflight(admin_url: str, redis_url: str) -> None:
     try:
         psycopg2.connect(admin_url).close()
     except psycopg2.OperationalError as exc:
-        raise click.ClickException(f"PostgreSQL does not answer at BENCH_PG_ADMIN_URL: {exc}") from exc
+        raise click.ClickException(
+            f"PostgreSQL does not answer at BENCH_PG_ADMIN_URL: {exc}"
+        ) from exc
     try:
         redis_lib.Redis.from_url(redis_url).ping()
     except redis_lib.RedisError as exc:
@@ -62,12 +64,16 @@ def _preflight(admin_url: str, redis_url: str) -> None:
 
 def run(plan: Plan, admin_url: str, redis_url: str, work_dir: Path) -> dict[str, Any]:
     with scratch_database(admin_url) as database_url:
-        bench = Bench(plan, database_url, redis_url, work_dir, web_workers=2 * (os.cpu_count() or 1))
+        bench = Bench(
+            plan, database_url, redis_url, work_dir, web_workers=2 * (os.cpu_count() or 1)
+        )
         bench.log(f"database {database_url.rsplit('/', 1)[-1]}, logs in {work_dir}")
         bench.prepare()
         scenarios: dict[str, Any] = {"ingest": {}, "drain": {}}
         bench.log("ingest")
-        scenarios["ingest"]["hooklatch"] = bench.ingest("hooklatch", bench.hooklatch(), bench.stored_hooklatch)
+        scenarios["ingest"]["hooklatch"] = bench.ingest(
+            "hooklatch", bench.hooklatch(), bench.stored_hooklatch
+        )
         scenarios["ingest"]["naive"] = bench.ingest("naive", bench.naive(), bench.stored_naive)
         scenarios["ingest"]["naive_no_enqueue"] = bench.ingest(
             "naive-no-enqueue", bench.naive(enqueue=False), bench.stored_naive
@@ -79,7 +85,9 @@ def run(plan: Plan, admin_url: str, redis_url: str, work_dir: Path) -> dict[str,
         scenarios["drain"]["naive_simple_worker"] = bench.naive_drain(
             "rq.worker.SimpleWorker", plan.naive_simple_events
         )
-        scenarios["drain"]["naive_worker"] = bench.naive_drain("rq.worker.Worker", plan.naive_fork_events)
+        scenarios["drain"]["naive_worker"] = bench.naive_drain(
+            "rq.worker.Worker", plan.naive_fork_events
+        )
         bench.log("end to end")
         scenarios["end_to_end"] = bench.end_to_end()
         return {
@@ -93,7 +101,9 @@ def run(plan: Plan, admin_url: str, redis_url: str, work_dir: Path) -> dict[str,
 
 
 @click.command()
-@click.option("--smoke", is_flag=True, help="Every scenario for a few seconds: checks, not figures.")
+@click.option(
+    "--smoke", is_flag=True, help="Every scenario for a few seconds: checks, not figures."
+)
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
@@ -102,7 +112,9 @@ def run(plan: Plan, admin_url: str, redis_url: str, work_dir: Path) -> dict[str,
     "with --smoke, a temporary folder).",
 )
 def main(smoke: bool, out: Path | None) -> None:
-    admin_url = os.environ.get("BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    admin_url = os.environ.get(
+        "BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+    )
     # A Redis database of its own: the harness empties it between scenarios.
     redis_url = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
     _preflight(admin_url, redis_url)
@@ -120,7 +132,9 @@ def main(smoke: bool, out: Path | None) -> None:
         results_dir.mkdir(parents=True, exist_ok=True)
         docs_dir.mkdir(parents=True, exist_ok=True)
         json_path = results_dir / f"{results['date']}{'-smoke' if smoke else ''}.json"
-        results["file"] = str(json_path.relative_to(ROOT)) if json_path.is_relative_to(ROOT) else str(json_path)
+        results["file"] = (
+            str(json_path.relative_to(ROOT)) if json_path.is_relative_to(ROOT) else str(json_path)
+        )
         results["targets"] = [t.as_json() for t in report.targets(results)]
         json_path.write_text(json.dumps(results, indent=2) + "\n")
         plot_path = docs_dir / "benchmarks.png"

@@ -143,7 +143,7 @@ def run_wrk(
         str(requests_file),
         str(threads),
     ]
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # noqa: S603
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)
     stdout = process.stdout.read().decode() if process.stdout else ""
     stderr = process.stderr.read().decode() if process.stderr else ""
@@ -185,9 +185,7 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[rank - 1]
 
 
-def open_loop(
-    url: str, items: list[Signed], *, rate: float, senders: int = 16
-) -> OpenLoopResult:
+def open_loop(url: str, items: list[Signed], *, rate: float, senders: int = 16) -> OpenLoopResult:
     """Send each item at its own scheduled time (i / rate), whatever the answers' latency.
 
     Response time is measured from the scheduled time, so a slow server is not hidden

@@ -10,10 +10,11 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg2
 import redis as redis_lib
@@ -55,7 +56,7 @@ def _admin(admin_url: str, sql: str) -> None:
         connection.close()
 
 
-def psql(url: str, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+def psql(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     connection = psycopg2.connect(url)
     connection.autocommit = True
     try:
@@ -66,7 +67,7 @@ def psql(url: str, sql: str, params: tuple[object, ...] = ()) -> list[tuple[obje
         connection.close()
 
 
-def scalar(url: str, sql: str, params: tuple[object, ...] = ()) -> object:
+def scalar(url: str, sql: str, params: tuple[Any, ...] = ()) -> Any:
     return psql(url, sql, params)[0][0]
 
 
@@ -94,20 +95,16 @@ class Proc:
         """SIGTERM the process group, then SIGKILL what is left."""
         if self.popen.poll() is None:
             _signal_group(self.pid, signal.SIGTERM)
-            try:
+            with suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
         _signal_group(self.pid, signal.SIGKILL)  # stray children (RQ work horses) too
         if self.popen.poll() is None:
             self.popen.wait(5)
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    try:
+    with suppress(ProcessLookupError):
         os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
 
 
 @dataclass
@@ -120,7 +117,7 @@ class Procs:
     def start(self, name: str, args: list[str], env: dict[str, str]) -> Proc:
         log_path = self.log_dir / f"{name}.log"
         handle = log_path.open("ab")
-        popen = subprocess.Popen(  # noqa: S603 (our own commands)
+        popen = subprocess.Popen(
             args,
             cwd=ROOT,
             env=env,
@@ -151,7 +148,9 @@ class Procs:
     def check_alive(self) -> None:
         for proc in self.running:
             if proc.popen.poll() is not None:
-                raise BenchError(f"{proc.name} exited ({proc.popen.returncode}):\n{proc.log_tail()}")
+                raise BenchError(
+                    f"{proc.name} exited ({proc.popen.returncode}):\n{proc.log_tail()}"
+                )
 
 
 def wait_http(url: str, proc: Proc, timeout: float = 30) -> None:
@@ -167,10 +166,12 @@ def wait_http(url: str, proc: Proc, timeout: float = 30) -> None:
     raise BenchError(f"{proc.name} did not answer {url} within {timeout} s:\n{proc.log_tail()}")
 
 
-def wait_until(predicate: object, *, timeout: float, what: str, interval: float = 0.2) -> float:
+def wait_until(
+    predicate: Callable[[], bool], *, timeout: float, what: str, interval: float = 0.2
+) -> float:
     """Poll until predicate() is true; returns the seconds it took."""
     started = time.monotonic()
-    while not predicate():  # type: ignore[operator]
+    while not predicate():
         if time.monotonic() - started > timeout:
             raise BenchError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)

@@ -41,10 +41,16 @@ def targets(results: dict[str, Any]) -> list[Target]:
     web_rss = max(ours["web_worker_peak_rss_mb"], s["end_to_end"]["web_worker_peak_rss_mb"])
     return [
         Target(
-            "ingest req/s ÷ naive receiver", ours["unique"]["rps"] / naive["unique"]["rps"], 1.6, True, "×"
+            "ingest req/s ÷ naive receiver",
+            ours["unique"]["rps"] / naive["unique"]["rps"],
+            1.6,
+            True,
+            "×",
         ),
         Target("ingest p99", ours["unique"]["p99_ms"], 50, False, "ms"),
-        Target("duplicate path p99, 100 % repeats", ours["duplicates_100"]["p99_ms"], 20, False, "ms"),
+        Target(
+            "duplicate path p99, 100 % repeats", ours["duplicates_100"]["p99_ms"], 20, False, "ms"
+        ),
         Target(
             "duplicate path p99, 50 % repeats (all requests: an upper bound)",
             ours["duplicates_50"]["p99_ms"],
@@ -80,7 +86,8 @@ def markdown(results: dict[str, Any], plot_name: str) -> str:
     lines = [
         BEGIN,
         "",
-        f"## Run of {results['date']}" + (" (smoke mode: figures not meaningful)" if results["smoke"] else ""),
+        f"## Run of {results['date']}"
+        + (" (smoke mode: figures not meaningful)" if results["smoke"] else ""),
         "",
         f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB; "
         f"Linux {machine['kernel']}; Python {machine['python']}; PostgreSQL "
@@ -100,8 +107,12 @@ def markdown(results: dict[str, Any], plot_name: str) -> str:
     for target in targets(results):
         sign = "≥" if target.at_least else "≤"
         lines.append(
-            _row(target.name, f"{_n(target.value, 2)} {target.unit}", f"{sign} {_n(target.limit, 1)} {target.unit}",
-                 "yes" if target.met else "**no**")
+            _row(
+                target.name,
+                f"{_n(target.value, 2)} {target.unit}",
+                f"{sign} {_n(target.limit, 1)} {target.unit}",
+                "yes" if target.met else "**no**",
+            )
         )
     lines += [
         "",
@@ -120,15 +131,24 @@ def markdown(results: dict[str, Any], plot_name: str) -> str:
         for run_key, run_label in runs.items():
             r = s["ingest"][key][run_key]
             lines.append(
-                _row(label, run_label, _n(r["rps"]), _n(r["p50_ms"], 1), _n(r["p90_ms"], 1),
-                     _n(r["p99_ms"], 1), _n(r["max_ms"], 1), _n(r["loadgen_cpu_cores"], 2))
+                _row(
+                    label,
+                    run_label,
+                    _n(r["rps"]),
+                    _n(r["p50_ms"], 1),
+                    _n(r["p90_ms"], 1),
+                    _n(r["p99_ms"], 1),
+                    _n(r["max_ms"], 1),
+                    _n(r["loadgen_cpu_cores"], 2),
+                )
             )
     ceiling = s["ceiling"]
+    ours_rps = s["ingest"]["hooklatch"]["unique"]["rps"]
     lines += [
         _row("pgbench ceiling", "same transaction", _n(ceiling["tps"]), "", "", "", "", ""),
         "",
-        f"Ratios: hooklatch ÷ naive = **{s['ingest']['hooklatch']['unique']['rps'] / s['ingest']['naive']['unique']['rps']:.2f}×**; "
-        f"hooklatch ÷ pgbench ceiling = {s['ingest']['hooklatch']['unique']['rps'] / ceiling['tps']:.2f}.",
+        f"Ratios: hooklatch ÷ naive = **{ours_rps / s['ingest']['naive']['unique']['rps']:.2f}×**"
+        f"; hooklatch ÷ pgbench ceiling = {ours_rps / ceiling['tps']:.2f}.",
         "",
         "### 3. Drain (events stored and queued before the workers start)",
         "",
@@ -146,31 +166,58 @@ def markdown(results: dict[str, Any], plot_name: str) -> str:
         d = s["drain"][key]
         capped = " (stopped at the time cap)" if d.get("stopped_at_time_cap") else ""
         lines.append(
-            _row(label, f"{_n(d['events'])}{capped}", _n(d["events_per_second"], 1),
-                 f"{d['events_per_second'] / naive_simple:.2f}×")
+            _row(
+                label,
+                f"{_n(d['events'])}{capped}",
+                _n(d["events_per_second"], 1),
+                f"{d['events_per_second'] / naive_simple:.2f}×",
+            )
         )
     e2e = s["end_to_end"]
     lines += [
         "",
         "Rate = (events − 1) ÷ (last processed_at − first processed_at), for every row alike.",
         "",
-        f"### 4. End to end ({_n(e2e['rate_per_second'])} events/s open loop, handler writes one row)",
+        f"### 4. End to end ({_n(e2e['rate_per_second'])} events/s, open loop; "
+        "the handler writes one row)",
         "",
-        _row("events", "sent at (events/s)", "commit → handler p50", "p99", "max", "HTTP answer p50", "p99"),
+        _row(
+            "events",
+            "sent at (events/s)",
+            "commit → handler p50",
+            "p99",
+            "max",
+            "HTTP answer p50",
+            "p99",
+        ),
         _row("---:", "---:", "---:", "---:", "---:", "---:", "---:"),
-        _row(_n(e2e["events"]), _n(e2e["achieved_rate"], 1), f"{e2e['commit_to_handler_p50_ms']} ms",
-             f"{e2e['commit_to_handler_p99_ms']} ms", f"{e2e['commit_to_handler_max_ms']} ms",
-             f"{e2e['response_p50_ms']} ms", f"{e2e['response_p99_ms']} ms"),
+        _row(
+            _n(e2e["events"]),
+            _n(e2e["achieved_rate"], 1),
+            f"{e2e['commit_to_handler_p50_ms']} ms",
+            f"{e2e['commit_to_handler_p99_ms']} ms",
+            f"{e2e['commit_to_handler_max_ms']} ms",
+            f"{e2e['response_p50_ms']} ms",
+            f"{e2e['response_p99_ms']} ms",
+        ),
         "",
         "### 5. Memory (peak RSS, MiB)",
         "",
         _row("process", "peak RSS"),
         _row("---", "---:"),
-        _row("gunicorn worker, hooklatch (ingest runs)", _n(s["ingest"]["hooklatch"]["web_worker_peak_rss_mb"], 1)),
+        _row(
+            "gunicorn worker, hooklatch (ingest runs)",
+            _n(s["ingest"]["hooklatch"]["web_worker_peak_rss_mb"], 1),
+        ),
         _row("gunicorn worker, hooklatch (end to end)", _n(e2e["web_worker_peak_rss_mb"], 1)),
         _row("gunicorn worker, naive", _n(s["ingest"]["naive"]["web_worker_peak_rss_mb"], 1)),
-        _row("`hooklatch worker` (drain)", _n(s["drain"]["hooklatch_write"]["worker_peak_rss_mb"], 1)),
-        _row("work horse it forks (drain)", _n(s["drain"]["hooklatch_write"]["work_horse_peak_rss_mb"], 1)),
+        _row(
+            "`hooklatch worker` (drain)", _n(s["drain"]["hooklatch_write"]["worker_peak_rss_mb"], 1)
+        ),
+        _row(
+            "work horse it forks (drain)",
+            _n(s["drain"]["hooklatch_write"]["work_horse_peak_rss_mb"], 1),
+        ),
         "",
         f"![Benchmark figures]({plot_name})",
         "",
@@ -215,13 +262,19 @@ def plot(results: dict[str, Any], path: Path) -> None:
     ax.legend(loc="upper left")
 
     ax = axes[0][1]
-    runs = [("unique", "unique"), ("duplicates_100", "100 % repeats"), ("duplicates_50", "50 % repeats")]
+    runs = [
+        ("unique", "unique"),
+        ("duplicates_100", "100 % repeats"),
+        ("duplicates_50", "50 % repeats"),
+    ]
     width = 0.38
     for offset, (key, label, color) in enumerate(
         [("hooklatch", "hooklatch", "#2b6cb0"), ("naive", "naive", "#a0aec0")]
     ):
         xs = [i + (offset - 0.5) * width for i in range(len(runs))]
-        bars = ax.bar(xs, [ingest[key][r]["p99_ms"] for r, _ in runs], width, label=label, color=color)
+        bars = ax.bar(
+            xs, [ingest[key][r]["p99_ms"] for r, _ in runs], width, label=label, color=color
+        )
         ax.bar_label(bars, fmt="{:.1f}")
     ax.set_xticks(range(len(runs)), [label for _, label in runs])
     ax.axhline(50, color="#c53030", linestyle="--", label="ingest p99 target (50 ms)")
@@ -231,7 +284,12 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
     ax = axes[1][0]
     drain = s["drain"]
-    names = ["hooklatch\nnoop", "hooklatch\nwrites a row", "naive\nSimpleWorker", "naive\nWorker (fork)"]
+    names = [
+        "hooklatch\nnoop",
+        "hooklatch\nwrites a row",
+        "naive\nSimpleWorker",
+        "naive\nWorker (fork)",
+    ]
     values = [
         drain[k]["events_per_second"]
         for k in ("hooklatch_noop", "hooklatch_write", "naive_simple_worker", "naive_worker")

@@ -95,7 +95,7 @@ class Bench:
 
     def prepare(self) -> None:
         """Schema (hooklatch's migrations, the naive table, the handler's table) and an endpoint."""
-        subprocess.run(  # noqa: S603
+        subprocess.run(
             [str(BIN / "hooklatch"), "db", "upgrade"], env=self.env(), check=True, cwd=ROOT
         )
         psql(self.database_url, NAIVE_SCHEMA)
@@ -208,7 +208,9 @@ class Bench:
             url = base_url + self.hook_path
 
             def run(label: str, items: list[load.Signed]) -> load.WrkResult:
-                path = load.write_requests(self.work_dir / f"{name}-{label}.req", self.hook_path, items)
+                path = load.write_requests(
+                    self.work_dir / f"{name}-{label}.req", self.hook_path, items
+                )
                 result = load.run_wrk(
                     url, path, connections=plan.connections, seconds=self._seconds(label)
                 )
@@ -291,7 +293,7 @@ class Bench:
             "--define=headers=" + json.dumps({"content-type": "application/json"}),
             self.database_url,
         ]
-        done = subprocess.run(args, capture_output=True, text=True, check=False)  # noqa: S603
+        done = subprocess.run(args, capture_output=True, text=True, check=False)
         tps = re.search(r"tps = ([\d.]+) \(without initial connection time\)", done.stdout)
         latency = re.search(r"latency average = ([\d.]+) ms", done.stdout)
         failed = re.search(r"number of failed transactions: (\d+)", done.stdout)
@@ -340,10 +342,12 @@ class Bench:
             started = time.monotonic()
             wall = self._wait_for(
                 procs,
-                lambda: scalar(
-                    self.database_url, "SELECT count(*) FROM events WHERE status = 'pending'"
-                )
-                == 0,
+                lambda: (
+                    scalar(
+                        self.database_url, "SELECT count(*) FROM events WHERE status = 'pending'"
+                    )
+                    == 0
+                ),
                 timeout=max(120, n / 50),
                 what=f"{n} events to be processed",
             )
@@ -356,7 +360,12 @@ class Bench:
                       extract(epoch FROM max(processed_at) - min(processed_at))
                FROM events""",
         )[0]
-        processed, attempts, effects, span = (int(counts[0]), int(counts[1]), int(counts[2]), float(counts[3]))  # type: ignore[arg-type]
+        processed, attempts, effects, span = (
+            int(counts[0]),
+            int(counts[1]),
+            int(counts[2]),
+            float(counts[3]),
+        )
         writes = handler.endswith("write")
         if processed != n or attempts != n or (writes and effects != n):
             raise BenchError(
@@ -384,7 +393,7 @@ class Bench:
             "SELECT 'evt_nd_' || g, 'invoice.paid', %s FROM generate_series(1, %s) AS g",
             (load.sign("evt_naive_body").body, n),
         )
-        ids = [int(row[0]) for row in psql(self.database_url, "SELECT id FROM naive_events")]  # type: ignore[arg-type]
+        ids = [int(row[0]) for row in psql(self.database_url, "SELECT id FROM naive_events")]
         redis = Redis.from_url(self.redis_url)
         queue = Queue(self.naive_queue, connection=redis)
         for start in range(0, len(ids), 1000):
@@ -418,11 +427,13 @@ class Bench:
             try:
                 self._wait_for(
                     procs,
-                    lambda: scalar(
-                        self.database_url,
-                        "SELECT count(*) FROM naive_events WHERE processed_at IS NULL",
-                    )
-                    == 0,
+                    lambda: (
+                        scalar(
+                            self.database_url,
+                            "SELECT count(*) FROM naive_events WHERE processed_at IS NULL",
+                        )
+                        == 0
+                    ),
                     timeout=self.plan.naive_cap_seconds,
                     what="the naive workers",
                 )
@@ -434,10 +445,10 @@ class Bench:
             "SELECT count(processed_at), extract(epoch FROM max(processed_at) - min(processed_at)) "
             "FROM naive_events",
         )[0]
-        processed = int(processed)  # type: ignore[arg-type]
+        processed = int(processed)
         if processed < 2:
             raise BenchError(f"naive {worker_class}: processed {processed} events")
-        rate = (processed - 1) / float(span)  # type: ignore[arg-type]
+        rate = (processed - 1) / float(span)
         self.log(f"  naive drain ({worker_class}): {rate:,.1f} events/s over {processed} events")
         return {
             "worker_class": worker_class,
@@ -472,7 +483,7 @@ class Bench:
                 raise BenchError(f"end to end: {sent.failures} requests were not answered 200")
             self._wait_for(
                 procs,
-                lambda: scalar(self.database_url, "SELECT count(*) FROM bench_effects") >= count,  # type: ignore[operator]
+                lambda: scalar(self.database_url, "SELECT count(*) FROM bench_effects") >= count,
                 timeout=60,
                 what="every event's handler",
             )
@@ -482,7 +493,7 @@ class Bench:
             "SELECT (b.started_at - extract(epoch FROM e.received_at)) * 1000 "
             "FROM events e JOIN bench_effects b ON b.event_id = e.id",
         )
-        lags = [float(row[0]) for row in rows]  # type: ignore[arg-type]
+        lags = [float(row[0]) for row in rows]
         if len(lags) != count:
             raise BenchError(f"end to end: {count} sent, {len(lags)} handled")
         result = {

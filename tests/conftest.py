@@ -131,7 +131,7 @@ def router():
 def app(settings, router):
     app = create_app(settings, router=router)
     yield app
-    app.extensions["hooklatch"].engine.dispose()
+    app.extensions["hooklatch"].dispose()
 
 
 @pytest.fixture

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import secrets as random_tokens
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cache
 
-from sqlalchemy import select
+from sqlalchemy import Connection, Select, bindparam, select
 from sqlalchemy.orm import Session
 
 from app.crypto import SecretBox
@@ -17,8 +18,9 @@ from app.providers.base import Provider
 
 @dataclass(frozen=True)
 class ActiveEndpoint:
-    endpoint: Endpoint
-    secrets: list[str]
+    id: str
+    provider: str
+    secrets: list[str] = field(repr=False)
 
 
 def fingerprint(secret: str) -> str:
@@ -90,16 +92,27 @@ def get_endpoint(session: Session, ref: str) -> Endpoint:
     return endpoint
 
 
-def active_endpoint(session: Session, endpoint_id: str, *, box: SecretBox) -> ActiveEndpoint:
-    """The enabled endpoint and its decrypted secrets, for one ingest request."""
-    endpoint = session.get(Endpoint, endpoint_id)
-    if endpoint is None or not endpoint.enabled:
+@cache
+def _active_endpoint_query() -> Select[str, bool, bytes]:
+    # Built once: constructing a statement costs more than running this one.
+    return (
+        select(Endpoint.provider, Endpoint.enabled, EndpointSecret.ciphertext)
+        .outerjoin(EndpointSecret, EndpointSecret.endpoint_id == Endpoint.id)
+        .where(Endpoint.id == bindparam("endpoint_id"))
+        .order_by(EndpointSecret.id)
+    )
+
+
+def active_endpoint(connection: Connection, endpoint_id: str, *, box: SecretBox) -> ActiveEndpoint:
+    """The enabled endpoint and its decrypted secrets, for one ingest request: one query."""
+    rows = connection.execute(_active_endpoint_query(), {"endpoint_id": endpoint_id}).all()
+    if not rows or not rows[0].enabled:
         raise NotFound("unknown or disabled endpoint", reason="unknown_endpoint")
     try:
-        secrets = [box.decrypt(s.ciphertext) for s in endpoint.secrets]
+        secrets = [box.decrypt(row.ciphertext) for row in rows if row.ciphertext is not None]
     except ValueError as exc:
         raise SecretUnavailable(str(exc)) from exc
-    return ActiveEndpoint(endpoint, secrets)
+    return ActiveEndpoint(endpoint_id, rows[0].provider, secrets)
 
 
 def endpoint_url(public_url: str, endpoint: Endpoint) -> str:

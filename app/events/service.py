@@ -7,13 +7,15 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import CursorResult, Insert, select, update
+from sqlalchemy import Connection, Insert, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.endpoints.models import Endpoint
+from app.db import UTCDateTime
+from app.endpoints.service import ActiveEndpoint
 from app.errors import NotFound
 from app.events.models import DEAD, PENDING, Event, OutboxEntry, Replay
 from app.providers.base import IncomingEvent
@@ -43,8 +45,7 @@ class Recorded:
         }
 
 
-def insert_ignoring_conflict(session: Session, table: Any, columns: list[str]) -> Insert:
-    dialect = session.get_bind().dialect.name
+def insert_ignoring_conflict(dialect: str, table: Any, columns: list[str]) -> Insert:
     if dialect == "postgresql":
         return postgresql.insert(table).on_conflict_do_nothing(index_elements=columns)
     if dialect == "sqlite":
@@ -52,85 +53,141 @@ def insert_ignoring_conflict(session: Session, table: Any, columns: list[str]) -
     raise NotImplementedError(f"no conflict-free insert for {dialect}")
 
 
+EVENT_COLUMNS = (
+    "endpoint_id",
+    "provider",
+    "external_id",
+    "type",
+    "occurred_at",
+    "received_at",
+    "status",
+    "attempts",
+    "next_attempt_at",
+    "body",
+    "headers",
+    "body_sha256",
+    "mismatched_duplicates",
+)
+
+
+@cache
+def _store_statement(dialect: str) -> Any:
+    """Insert one event unless stored already, returning its id; built once, compiled once.
+
+    On PostgreSQL the outbox row is in the same statement:
+    WITH created AS (INSERT INTO events ... RETURNING id),
+         queued AS (INSERT INTO outbox SELECT id, :created_at FROM created)
+    SELECT id FROM created
+    so it is atomic with no transaction around it (the ingest connection autocommits).
+    """
+    events = (
+        insert_ignoring_conflict(dialect, Event.__table__, ["endpoint_id", "external_id"])
+        .values({name: bindparam(name) for name in EVENT_COLUMNS})
+        .returning(Event.id)
+    )
+    if dialect != "postgresql":
+        return events
+    created = events.cte("created")
+    return select(created.c.id).add_cte(_queue_from(created).cte("queued"))
+
+
 def record_events(
-    session: Session,
+    connection: Connection,
     *,
-    endpoint: Endpoint,
+    endpoint: ActiveEndpoint,
     incoming: Sequence[IncomingEvent],
     headers: Mapping[str, str],
     body: bytes,
     now: datetime,
 ) -> list[Recorded]:
-    """Store each event once; a new one gets an outbox row in the same transaction."""
+    """Store each event once; each new one gets its outbox row atomically with it.
+
+    One statement per event on PostgreSQL; elsewhere two, in the caller's transaction.
+    """
     digest = hashlib.sha256(body).hexdigest()
     stored_headers = {k: v for k, v in headers.items() if k not in UNSTORED_HEADERS}
-    statement = insert_ignoring_conflict(
-        session,
-        Event.__table__,
-        ["endpoint_id", "external_id"],
-    ).returning(Event.id)
+    dialect = connection.dialect.name
+    statement = _store_statement(dialect)
     results = []
-    for item in incoming:
-        new_id = session.execute(
-            statement.values(
-                endpoint_id=endpoint.id,
-                provider=endpoint.provider,
-                external_id=item.external_id,
-                type=item.type,
-                occurred_at=item.occurred_at,
-                received_at=now,
-                status=PENDING,
-                attempts=0,
-                next_attempt_at=now,
-                body=body,
-                headers=stored_headers,
-                body_sha256=digest,
-                mismatched_duplicates=0,
-            )
+    for item in {item.external_id: item for item in incoming}.values():
+        new_id = connection.execute(
+            statement,
+            {
+                "endpoint_id": endpoint.id,
+                "provider": endpoint.provider,
+                "external_id": item.external_id,
+                "type": item.type,
+                "occurred_at": item.occurred_at,
+                "received_at": now,
+                "status": PENDING,
+                "attempts": 0,
+                "next_attempt_at": now,
+                "body": body,
+                "headers": stored_headers,
+                "body_sha256": digest,
+                "mismatched_duplicates": 0,
+                "created_at": now,
+            },
         ).scalar_one_or_none()
-        if new_id is not None:
-            session.add(OutboxEntry(event_id=new_id, created_at=now))
-            results.append(Recorded(new_id, item.external_id, ACCEPTED))
-        else:
-            results.append(_duplicate(session, endpoint, item, digest=digest, now=now))
-    session.flush()
+        if new_id is None:
+            results.append(_duplicate(connection, endpoint.id, item, digest, now=now))
+            continue
+        if dialect != "postgresql":
+            connection.execute(insert(OutboxEntry).values(event_id=new_id, created_at=now))
+        results.append(Recorded(new_id, item.external_id, ACCEPTED))
     return results
 
 
+def _queue_from(created: Any) -> Any:
+    """INSERT INTO outbox (event_id, created_at) SELECT id, :created_at FROM <created>."""
+    return insert(OutboxEntry).from_select(
+        ["event_id", "created_at"],
+        select(created.c.id, bindparam("created_at", type_=UTCDateTime())),
+    )
+
+
 def _duplicate(
-    session: Session, endpoint: Endpoint, item: IncomingEvent, *, digest: str, now: datetime
+    connection: Connection, endpoint_id: str, item: IncomingEvent, digest: str, *, now: datetime
 ) -> Recorded:
-    existing = session.execute(
+    existing = connection.execute(
         select(Event.id, Event.status, Event.body_sha256).where(
-            Event.endpoint_id == endpoint.id, Event.external_id == item.external_id
+            Event.endpoint_id == endpoint_id, Event.external_id == item.external_id
         )
     ).one()
     if existing.body_sha256 != digest:
         log.warning(
             "event id reused with a different body",
-            extra={"endpoint_id": endpoint.id, "external_id": item.external_id},
+            extra={"event_db_id": existing.id, "external_id": item.external_id},
         )
-        session.execute(
+        connection.execute(
             update(Event)
             .where(Event.id == existing.id)
             .values(mismatched_duplicates=Event.mismatched_duplicates + 1)
         )
-    rearmed = existing.status == DEAD and rearm(session, existing.id, now=now)
+    rearmed = existing.status == DEAD and rearm(connection, existing.id, now=now)
     return Recorded(existing.id, item.external_id, DUPLICATE, rearmed=rearmed)
 
 
-def rearm(session: Session, event_id: int, *, now: datetime) -> bool:
+def rearm(connection: Connection, event_id: int, *, now: datetime) -> bool:
     """A provider re-sent an event that died here: give it a fresh round of attempts."""
-    result: CursorResult[Any] = session.execute(  # type: ignore[assignment]
+    revived = (
         update(Event)
         .where(Event.id == event_id, Event.status == DEAD)
         .values(status=PENDING, attempts=0, next_attempt_at=now, dispatched_at=None, job_id=None)
+        .returning(Event.id)
     )
-    changed = result.rowcount
-    if changed:
-        session.add(OutboxEntry(event_id=event_id, created_at=now))
+    if connection.dialect.name == "postgresql":
+        # One statement, so it is atomic even on an autocommit connection.
+        changed = revived.cte("revived")
+        statement = select(changed.c.id).add_cte(_queue_from(changed).cte("queued"))
+        done = connection.execute(statement, {"created_at": now}).first() is not None
+    else:
+        done = connection.execute(revived).first() is not None
+        if done:
+            connection.execute(insert(OutboxEntry).values(event_id=event_id, created_at=now))
+    if done:
         log.info("dead event re-armed by a provider retry", extra={"event_db_id": event_id})
-    return bool(changed)
+    return done
 
 
 def request_replay(

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Any
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
 
 from flask import Blueprint, Response, current_app, request
-from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Connection, text
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from app.endpoints.service import active_endpoint
 from app.errors import ProviderUnavailable, StoreUnavailable, VerificationError
-from app.events.service import ACCEPTED, DUPLICATE, record_events
+from app.events.service import ACCEPTED, DUPLICATE, Recorded, record_events
 from app.logs import bind
 from app.runtime import Runtime
 
 bp = Blueprint("events", __name__)
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def current_runtime() -> Runtime:
@@ -31,37 +34,64 @@ def receive(endpoint_id: str) -> Any:
     body = request.get_data(cache=False)  # 413 before reading when over the limit
     headers = {name.lower(): value for name, value in request.headers.items()}
     with bind(endpoint_id=endpoint_id):
-        try:
-            with runtime.session_factory.begin() as session:
-                active = active_endpoint(session, endpoint_id, box=runtime.box)
-                try:
-                    provider = runtime.provider(active.endpoint.provider)
-                except LookupError as exc:
-                    raise ProviderUnavailable(str(exc)) from exc
-                _verify(provider, headers, body, active.secrets, runtime)
-                handshake = provider.handshake(headers, body)
-                if handshake is not None:
-                    return Response(
-                        handshake.body, status=handshake.status, content_type=handshake.content_type
-                    )
-                recorded = record_events(
-                    session,
-                    endpoint=active.endpoint,
-                    incoming=provider.parse(headers, body),
-                    headers=headers,
-                    body=body,
-                    now=runtime.clock(),
-                )
-        except SQLAlchemyError as exc:
-            log.error("store unavailable, answered 503: %s", type(exc).__name__)
-            raise StoreUnavailable() from exc
-    accepted = any(item.status == ACCEPTED for item in recorded)
+        outcome = _with_store(runtime, partial(_ingest, runtime, endpoint_id, headers, body))
+    if isinstance(outcome, Response):
+        return outcome
+    accepted = any(item.status == ACCEPTED for item in outcome)
     if accepted:
         runtime.wake_dispatcher()
     return {
         "status": ACCEPTED if accepted else DUPLICATE,
-        "events": [item.as_json() for item in recorded],
+        "events": [item.as_json() for item in outcome],
     }
+
+
+def _ingest(
+    runtime: Runtime, endpoint_id: str, headers: dict[str, str], body: bytes, connection: Connection
+) -> Response | list[Recorded]:
+    """Look up, verify, answer a handshake or store: two round trips on PostgreSQL."""
+    endpoint = active_endpoint(connection, endpoint_id, box=runtime.box)
+    try:
+        provider = runtime.provider(endpoint.provider)
+    except LookupError as exc:
+        raise ProviderUnavailable(str(exc)) from exc
+    _verify(provider, headers, body, endpoint.secrets, runtime)
+    handshake = provider.handshake(headers, body)
+    if handshake is not None:
+        return Response(
+            handshake.body, status=handshake.status, content_type=handshake.content_type
+        )
+    return record_events(
+        connection,
+        endpoint=endpoint,
+        incoming=provider.parse(headers, body),
+        headers=headers,
+        body=body,
+        now=runtime.clock(),
+    )
+
+
+def _with_store(runtime: Runtime, work: Callable[[Connection], T]) -> T:
+    """Run ``work`` on an ingest connection, answering 503 when the database is away.
+
+    Pooled connections are not pinged before use on this path (it would double its
+    round trips): one found dead is replaced and the work run again, once. That is
+    safe because storing is idempotent: a retried insert finds its own event.
+    """
+    for attempt in (1, 2):
+        try:
+            with runtime.ingest_connection() as connection:
+                return work(connection)
+        except DBAPIError as exc:
+            if exc.connection_invalidated and attempt == 1:
+                log.warning("a pooled database connection was dead; retrying on a new one")
+                continue
+            log.error("store unavailable, answered 503: %s", type(exc).__name__)
+            raise StoreUnavailable() from exc
+        except SQLAlchemyError as exc:
+            log.error("store unavailable, answered 503: %s", type(exc).__name__)
+            raise StoreUnavailable() from exc
+    raise AssertionError("unreachable")
 
 
 def _verify(

@@ -45,7 +45,9 @@ def connection() -> Any:
 def jobs() -> Queue:
     global _queue
     if _queue is None:
-        _queue = Queue(os.environ["NAIVE_QUEUE"], connection=Redis.from_url(os.environ["REDIS_URL"]))
+        _queue = Queue(
+            os.environ["NAIVE_QUEUE"], connection=Redis.from_url(os.environ["REDIS_URL"])
+        )
     return _queue
 
 

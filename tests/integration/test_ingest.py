@@ -189,7 +189,7 @@ def test_body_over_the_limit_is_refused_before_it_is_read(settings, router):
     )
     assert (response.status_code, response.json["error"]) == (413, "body_too_large")
     assert rows(small.extensions["hooklatch"]) == 0
-    small.extensions["hooklatch"].engine.dispose()
+    small.extensions["hooklatch"].dispose()
 
 
 def test_unknown_and_disabled_endpoints_answer_404(client, runtime):

@@ -263,7 +263,7 @@ def test_postgres_unreachable_answers_503_with_retry_after_never_200(settings, r
             f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
         )
     finally:
-        app.extensions["hooklatch"].engine.dispose()
+        app.extensions["hooklatch"].dispose()
     assert response.status_code == 503, response.json
     assert response.json["error"] == "store_unavailable"
     assert response.headers.get("Retry-After")
@@ -361,7 +361,7 @@ def test_ingest_makes_no_redis_call(settings, router):
         assert count(runtime, "SELECT count(*) FROM events WHERE external_id = 'evt_no_redis'") == 1
         assert count(runtime, "SELECT count(*) FROM outbox") == 1
     finally:
-        runtime.engine.dispose()
+        runtime.dispose()
 
 
 def test_ingest_opens_no_connection_to_redis(settings, router):
@@ -382,4 +382,4 @@ def test_ingest_opens_no_connection_to_redis(settings, router):
         assert listener.accepted == 0
     finally:
         listener.stop()
-        runtime.engine.dispose()
+        runtime.dispose()

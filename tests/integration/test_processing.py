@@ -159,7 +159,7 @@ def test_admin_api_is_closed_when_no_token_is_configured(settings, router):
     closed = create_app(replace(settings, admin_token=None), router=router)
     response = closed.test_client().get("/admin/events", headers={"Authorization": "Bearer "})
     assert (response.status_code, response.json["error"]) == (401, "admin_disabled")
-    closed.extensions["hooklatch"].engine.dispose()
+    closed.extensions["hooklatch"].dispose()
 
 
 def test_replay_of_unknown_event_is_404(client):
