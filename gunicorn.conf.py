@@ -9,8 +9,8 @@ if os.environ.get("DATABASE_URL"):
 else:
     # The embedded default keeps its dispatcher in the one web process.
     workers = 1
-worker_class = "gthread" if workers == 1 else "sync"
-threads = 4 if workers == 1 else 1
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS") or ("gthread" if workers == 1 else "sync")
+threads = int(os.environ.get("GUNICORN_THREADS") or (4 if workers == 1 else 1))
 # Providers give up after a few seconds (Slack 3 s, GitHub 10 s): never hold a request longer.
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", 30))
 graceful_timeout = 20

@@ -8,7 +8,6 @@ and the duplicate job finds the events already processed.
 from __future__ import annotations
 
 import logging
-import select as io_select
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,13 +17,10 @@ from typing import Any, Protocol
 from sqlalchemy import ColumnElement, delete, exists, insert, or_, select, update
 from sqlalchemy.orm import Session
 
-from app.db import is_postgres
 from app.events.models import PENDING, Event, OutboxEntry, Replay
 from app.runtime import Runtime
 
 log = logging.getLogger(__name__)
-
-CHANNEL = "hooklatch_outbox"
 
 
 @dataclass
@@ -151,8 +147,7 @@ class Relay:
         return len(ids)
 
     def run(self, stop: threading.Event, *, wake: threading.Event | None = None) -> None:
-        """Relay until ``stop`` is set: on NOTIFY (PostgreSQL), on ``wake``, or on the poll."""
-        listener = _Listener(self.runtime) if is_postgres(self.runtime.engine) else None
+        """Relay until ``stop`` is set: every poll interval, or at once on ``wake``."""
         last_sweep = 0.0
         failures = 0
         while not stop.is_set():
@@ -173,49 +168,12 @@ class Relay:
                 continue
             if moved >= self.settings.relay_batch_size:
                 continue
+            # Polling, not LISTEN/NOTIFY: a NOTIFY would serialise every ingest commit.
+            # A pass costs about the same for one row as for hundreds, so under a burst
+            # each poll moves everything committed since the last one.
             timeout = min(self.settings.relay_poll_seconds, self.settings.sweep_interval_seconds)
-            if listener is not None:
-                listener.wait(timeout)
-            elif wake is not None:
+            if wake is not None:
                 wake.wait(timeout)
                 wake.clear()
             else:
                 stop.wait(timeout)
-        if listener is not None:
-            listener.close()
-
-
-class _Listener:
-    """LISTEN on the outbox channel; a trigger on the outbox table sends NOTIFY."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.connection: Any = None
-
-    def _connect(self) -> Any:
-        raw = self.runtime.engine.raw_connection()
-        driver: Any = raw.driver_connection
-        driver.autocommit = True
-        with driver.cursor() as cursor:
-            cursor.execute(f"LISTEN {CHANNEL}")
-        self.connection = raw
-        return driver
-
-    def wait(self, timeout: float) -> None:
-        try:
-            driver = self.connection.driver_connection if self.connection else self._connect()
-            if io_select.select([driver], [], [], timeout) != ([], [], []):
-                driver.poll()
-                driver.notifies.clear()
-        except Exception as exc:  # the server went away or the socket broke
-            log.warning("LISTEN connection lost (%s); polling until it is back", exc)
-            self.close()
-            threading.Event().wait(timeout)
-
-    def close(self) -> None:
-        if self.connection is not None:
-            try:
-                self.connection.invalidate()
-            except Exception:  # already gone
-                log.debug("closing a dead LISTEN connection failed", exc_info=True)
-            self.connection = None

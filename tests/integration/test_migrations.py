@@ -28,14 +28,23 @@ def _assert_upgrades_without_drift(url):
 def test_migrations_upgrade_an_empty_postgres_database_with_no_drift():
     with fresh_database("hooklatch_migrations") as url:
         _assert_upgrades_without_drift(url)
-        engine = make_engine(url)
+        # No NOTIFY on the ingest commit (0002): it serialises commits on a global lock.
+        assert _triggers(url) == 0
+        command.downgrade(alembic_config(url), "0001")
+        assert _triggers(url) == 1
+        command.downgrade(alembic_config(url), "base")
+
+
+def _triggers(url: str) -> int:
+    engine = make_engine(url)
+    try:
         with engine.connect() as connection:
-            trigger = connection.exec_driver_sql(
+            count: int = connection.exec_driver_sql(
                 "SELECT count(*) FROM pg_trigger WHERE tgname = 'outbox_notify'"
             ).scalar_one()
+            return count
+    finally:
         engine.dispose()
-        assert trigger == 1
-        command.downgrade(alembic_config(url), "base")
 
 
 def test_migrations_upgrade_an_empty_sqlite_database_with_no_drift(tmp_path):
