@@ -7,7 +7,7 @@ import os
 
 from rq import get_current_job
 
-from app.events.processing import process_event, process_replay
+from app.events.processing import process_events, process_replays
 from app.logs import bind
 from app.runtime import Runtime
 from workers.lease import job_lease
@@ -41,15 +41,8 @@ def process_batch(event_ids: list[int], replay_ids: list[int] | None = None) -> 
     runtime = _runtime()
     job = get_current_job()
     job_id = job.id if job else None
-    counts: dict[str, int] = {}
     with bind(job_id=job_id), job_lease(runtime.engine, job_id):
-        for event_id in event_ids:
-            with runtime.session_factory.begin() as session:
-                outcome = process_event(session, runtime, event_id) or "skipped"
-            counts[outcome] = counts.get(outcome, 0) + 1
-        for replay_id in replay_ids or ():
-            with runtime.session_factory.begin() as session:
-                outcome = process_replay(session, runtime, replay_id) or "skipped"
-            counts[f"replay_{outcome}"] = counts.get(f"replay_{outcome}", 0) + 1
-    log.info("batch done: %s", counts)
-    return counts
+        counts = process_events(runtime, event_ids, job_id=job_id)
+        counts += process_replays(runtime, replay_ids or (), job_id=job_id)
+    log.info("batch done: %s", dict(counts))
+    return dict(counts)

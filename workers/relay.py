@@ -1,8 +1,10 @@
 """The relay: outbox rows become queue jobs; due retries and lost dispatches go back out.
 
-The outbox row *is* the enqueued work. The relay pushes jobs and deletes the rows
-in one transaction: if it dies in between, the rows stay and are pushed again,
-and the duplicate job finds the events already processed.
+The outbox row *is* the work in hand. The relay pushes jobs, then marks the rows with
+their job id in the same transaction: if it dies in between, the rows are still
+waiting and are pushed again, and the duplicate job finds the events processed. The
+worker deletes a row in the transaction that records its event's attempt; a row whose
+job is gone waits again.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import ColumnElement, delete, exists, insert, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import exists, insert, literal, select, update
 
+from app.db import UTCDateTime
 from app.events.models import PENDING, Event, OutboxEntry, Replay
 from app.runtime import Runtime
 
@@ -51,10 +53,16 @@ class Relay:
         self.settings = runtime.settings
 
     def relay_once(self) -> int:
-        """Move one batch of outbox rows into jobs. Returns how many rows were moved."""
+        """Hand one batch of waiting outbox rows to jobs. Returns how many rows were moved.
+
+        The rows are marked with their job id only after the push succeeded, in the same
+        transaction: if the relay dies in between, they are still waiting and are pushed
+        again, and the duplicate job finds the events processed.
+        """
         with self.runtime.session_factory.begin() as session:
             rows = session.execute(
                 select(OutboxEntry.id, OutboxEntry.event_id, OutboxEntry.replay_id)
+                .where(OutboxEntry.job_id.is_(None))
                 .order_by(OutboxEntry.id)
                 .limit(self.settings.relay_batch_size)
                 .with_for_update(skip_locked=True)
@@ -66,85 +74,94 @@ class Relay:
             batches = [Batch(event_ids=ids) for ids in chunk(event_ids, self.settings.job_size)]
             batches += [Batch(replay_ids=ids) for ids in chunk(replay_ids, self.settings.job_size)]
             self.sink.push(batches)
-            self._mark_dispatched(session, batches)
-            session.execute(delete(OutboxEntry).where(OutboxEntry.id.in_([r.id for r in rows])))
+            now = self.runtime.clock()
+            for batch in batches:
+                events, replays = set(batch.event_ids), set(batch.replay_ids)
+                ids = [
+                    r.id
+                    for r in rows
+                    if (r.replay_id in replays if r.replay_id is not None else r.event_id in events)
+                ]
+                session.execute(
+                    update(OutboxEntry)
+                    .where(OutboxEntry.id.in_(ids))
+                    .values(job_id=batch.job_id, dispatched_at=now)
+                )
         self.sink.after_commit(batches)
         return len(rows)
 
-    def _mark_dispatched(self, session: Session, batches: list[Batch]) -> None:
-        now = self.runtime.clock()
-        for batch in batches:
-            for model, ids in ((Event, batch.event_ids), (Replay, batch.replay_ids)):
-                if ids:
-                    # A row a worker already holds is being processed: don't wait for it.
-                    free = (
-                        select(model.id).where(model.id.in_(ids)).with_for_update(skip_locked=True)
-                    )
-                    session.execute(
-                        update(model)
-                        .where(model.id.in_(free.scalar_subquery()))
-                        .values(job_id=batch.job_id, dispatched_at=now)
-                        .execution_options(synchronize_session=False)
-                    )
-
     def sweep_once(self) -> int:
-        """Put due retries, and work whose job is gone, back in the outbox.
+        """Hand out again work whose job is gone, and queue retries that are due.
 
         Work whose job is still queued or running is left alone, so a healthy
         backlog is never enqueued twice.
         """
-        now = self.runtime.clock()
-        due_events = [Event.status == PENDING, Event.next_attempt_at <= now]
-        moved = self._sweep(Event, due_events, OutboxEntry.event_id == Event.id)
-        moved += self._sweep(Replay, [Replay.status == PENDING], OutboxEntry.replay_id == Replay.id)
-        return moved
+        return self._sweep_lost() + self._sweep_due()
 
-    def _sweep(self, model: Any, due: list[ColumnElement[bool]], in_outbox: Any) -> int:
+    def _sweep_lost(self) -> int:
+        """Outbox rows handed to a job that is neither queued nor running: wait again."""
         cutoff = self.runtime.clock() - timedelta(seconds=self.settings.dispatch_grace_seconds)
-        candidates = [
-            *due,
-            or_(model.dispatched_at.is_(None), model.dispatched_at <= cutoff),
-            ~exists().where(in_outbox),
-        ]
         with self.runtime.session_factory() as session:
-            job_ids = session.scalars(
-                select(model.job_id).where(*candidates).group_by(model.job_id).limit(500)
-            ).all()
+            job_ids = [
+                j
+                for j in session.scalars(
+                    select(OutboxEntry.job_id)
+                    .where(OutboxEntry.job_id.is_not(None), OutboxEntry.dispatched_at <= cutoff)
+                    .group_by(OutboxEntry.job_id)
+                    .limit(500)
+                )
+                if j
+            ]
         if not job_ids:
             return 0
-        alive = self.sink.in_flight([j for j in job_ids if j])
-        lost = [j for j in job_ids if j and j not in alive]
-        lost_condition = [model.job_id.in_(lost)] if lost else []
-        if None in job_ids or "" in job_ids:
-            lost_condition += [model.job_id.is_(None), model.job_id == ""]
-        if not lost_condition:
+        alive = self.sink.in_flight(job_ids)
+        lost = [j for j in job_ids if j not in alive]
+        if not lost:
             return 0
         with self.runtime.session_factory.begin() as session:
-            ids = session.scalars(
-                select(model.id)
-                .where(*candidates, or_(*lost_condition))
-                .order_by(model.id)
-                .limit(self.settings.relay_batch_size)
-                .with_for_update(skip_locked=True)
-            ).all()
-            if not ids:
-                return 0
-            now = self.runtime.clock()
-            key = "event_id" if model is Event else "replay_id"
-            rows = [{key: i, "created_at": now} for i in ids]
-            if model is Replay:
-                event_of = dict(
-                    session.execute(
-                        select(Replay.id, Replay.event_id).where(Replay.id.in_(ids))
-                    ).all()
-                )
-                rows = [{**r, "event_id": event_of[r["replay_id"]]} for r in rows]
-            session.execute(insert(OutboxEntry), rows)
-            session.execute(
-                update(model).where(model.id.in_(ids)).values(dispatched_at=now, job_id=None)
+            result: Any = session.execute(
+                update(OutboxEntry)
+                .where(OutboxEntry.job_id.in_(lost))
+                .values(job_id=None, dispatched_at=None)
             )
-        log.info("re-dispatched %d %s (due retries or lost jobs)", len(ids), model.__tablename__)
-        return len(ids)
+            moved = int(result.rowcount)
+        log.info("re-dispatching %d outbox rows whose job is gone", moved)
+        return moved
+
+    def _sweep_due(self) -> int:
+        """Pending work with no outbox row (retries come due, rows a job let go) gets one."""
+        now = self.runtime.clock()
+        limit = self.settings.relay_batch_size
+        with self.runtime.session_factory.begin() as session:
+            events = session.execute(
+                insert(OutboxEntry).from_select(
+                    ["event_id", "created_at"],
+                    select(Event.id, literal(now, UTCDateTime()))
+                    .where(
+                        Event.status == PENDING,
+                        Event.next_attempt_at <= now,
+                        ~exists().where(
+                            OutboxEntry.event_id == Event.id, OutboxEntry.replay_id.is_(None)
+                        ),
+                    )
+                    .limit(limit),
+                )
+            )
+            replays = session.execute(
+                insert(OutboxEntry).from_select(
+                    ["event_id", "replay_id", "created_at"],
+                    select(Replay.event_id, Replay.id, literal(now, UTCDateTime()))
+                    .where(
+                        Replay.status == PENDING,
+                        ~exists().where(OutboxEntry.replay_id == Replay.id),
+                    )
+                    .limit(limit),
+                )
+            )
+            moved = int(events.rowcount) + int(replays.rowcount)
+        if moved:
+            log.info("queued %d due retries or released events", moved)
+        return moved
 
     def run(self, stop: threading.Event, *, wake: threading.Event | None = None) -> None:
         """Relay until ``stop`` is set: every poll interval, or at once on ``wake``."""

@@ -10,7 +10,7 @@ from rq import Queue
 from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
 
-from app.events.processing import process_event, process_replay
+from app.events.processing import process_events, process_replays
 from app.runtime import Runtime
 from workers.lease import leases_held
 from workers.relay import Batch
@@ -73,12 +73,8 @@ class InlineSink:
 
     def after_commit(self, batches: list[Batch]) -> None:
         for batch in batches:
-            for event_id in batch.event_ids:
-                with self.runtime.session_factory.begin() as session:
-                    process_event(session, self.runtime, event_id)
-            for replay_id in batch.replay_ids:
-                with self.runtime.session_factory.begin() as session:
-                    process_replay(session, self.runtime, replay_id)
+            process_events(self.runtime, batch.event_ids, job_id=batch.job_id)
+            process_replays(self.runtime, batch.replay_ids, job_id=batch.job_id)
 
     def in_flight(self, job_ids: list[str]) -> set[str]:
         return set()  # work runs synchronously: nothing is in flight between passes

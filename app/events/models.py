@@ -13,6 +13,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -50,8 +51,6 @@ class Event(Base):
     status: Mapped[str] = mapped_column(String(16), default=PENDING)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    job_id: Mapped[str | None] = mapped_column(String(64))
     processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_error: Mapped[str | None] = mapped_column(Text)
     body: Mapped[bytes | None] = mapped_column(LargeBinary)
@@ -62,9 +61,22 @@ class Event(Base):
 
 
 class OutboxEntry(Base):
-    """Work to hand to the queue, written in the transaction that stored the event."""
+    """Work in hand, written in the transaction that stored the event.
+
+    The relay hands it to a job (``job_id``); the worker deletes it in the transaction
+    that records the event's attempt. A row whose job is gone is handed out again.
+    """
 
     __tablename__ = "outbox"
+    __table_args__ = (
+        # The relay's poll: rows not handed to a job yet, oldest first.
+        Index(
+            "ix_outbox_undispatched",
+            "id",
+            postgresql_where=text("job_id IS NULL"),
+            sqlite_where=text("job_id IS NULL"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"), index=True)
@@ -72,6 +84,8 @@ class OutboxEntry(Base):
         ForeignKey("replays.id", ondelete="CASCADE"), index=True
     )
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    job_id: Mapped[str | None] = mapped_column(String(64))
+    dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Replay(Base):
@@ -85,8 +99,6 @@ class Replay(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     requested_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     status: Mapped[str] = mapped_column(String(16), default=PENDING, index=True)
-    dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    job_id: Mapped[str | None] = mapped_column(String(64))
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     error: Mapped[str | None] = mapped_column(Text)
 

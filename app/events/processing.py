@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 import traceback
+from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session
 
-from app.events.models import DEAD, IGNORED, PENDING, PROCESSED, Attempt, Event, Replay
+from app.events.models import (
+    DEAD,
+    IGNORED,
+    PENDING,
+    PROCESSED,
+    Attempt,
+    Event,
+    OutboxEntry,
+    Replay,
+)
 from app.handlers import Context, EventView, Route
 from app.logs import bind
 from app.runtime import Runtime
@@ -63,17 +75,91 @@ def _error_text(exc: BaseException) -> str:
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()[:4000]
 
 
+# A worker claims up to this many events in one transaction, and commits at least this
+# often: the per-event cost of a transaction (claim, commit, outbox delete) is shared,
+# while locks stay short and effects become visible soon.
+EVENTS_PER_TRANSACTION = 100
+TRANSACTION_SECONDS = 0.25
+
+
+def process_events(
+    runtime: Runtime, event_ids: Sequence[int], *, job_id: str | None = None
+) -> Counter[str]:
+    """Run the handlers of each pending, due event once. Events are claimed with
+    ``FOR UPDATE SKIP LOCKED``, a chunk per transaction; each event's handlers run in a
+    savepoint, so one failure undoes only that event's writes. With ``job_id``, the
+    outbox rows handed to that job are deleted in the same transactions."""
+    counts: Counter[str] = Counter()
+    remaining = list(dict.fromkeys(event_ids))
+    while remaining:
+        chunk, remaining = (
+            remaining[:EVENTS_PER_TRANSACTION],
+            remaining[EVENTS_PER_TRANSACTION:],
+        )
+        with runtime.session_factory.begin() as session:
+            done, left = _process_chunk(session, runtime, chunk, counts)
+            if job_id is not None and done:
+                # This job's rows, and rows not handed out yet: a relay that has pushed
+                # this job but not committed yet holds them, and this waits for it. (A
+                # pending event that still needs a row gets a new one from the sweep.)
+                session.execute(
+                    delete(OutboxEntry).where(
+                        OutboxEntry.event_id.in_(done),
+                        OutboxEntry.replay_id.is_(None),
+                        or_(OutboxEntry.job_id == job_id, OutboxEntry.job_id.is_(None)),
+                    )
+                )
+        remaining = left + remaining
+    return counts
+
+
+def _process_chunk(
+    session: Session, runtime: Runtime, event_ids: list[int], counts: Counter[str]
+) -> tuple[list[int], list[int]]:
+    """Returns the ids dealt with, and those claimed but left for the next transaction."""
+    claimed = {
+        event.id: event
+        for event in session.scalars(
+            select(Event)
+            .where(
+                Event.id.in_(event_ids),
+                Event.status == PENDING,
+                Event.next_attempt_at <= runtime.clock(),
+            )
+            .order_by(Event.id)
+            .with_for_update(skip_locked=True)
+        )
+    }
+    started = time.monotonic()
+    done: list[int] = []
+    for position, event_id in enumerate(event_ids):
+        if done and time.monotonic() - started > TRANSACTION_SECONDS:
+            rest = event_ids[position:]
+            # Unclaimed ones are settled (processed, not due, or another worker's).
+            done += [i for i in rest if i not in claimed]
+            return done, [i for i in rest if i in claimed]
+        event = claimed.get(event_id)
+        outcome = _process_claimed(session, runtime, event) if event is not None else None
+        counts[outcome or "skipped"] += 1
+        done.append(event_id)
+    return done, []
+
+
 def process_event(session: Session, runtime: Runtime, event_id: int) -> str | None:
     """Process one pending, due event. Returns its new status, or None when there was nothing
     to do (already processed, not due yet, or held by another worker right now)."""
-    now = runtime.clock()
     event = session.scalars(
         select(Event)
-        .where(Event.id == event_id, Event.status == PENDING, Event.next_attempt_at <= now)
+        .where(
+            Event.id == event_id, Event.status == PENDING, Event.next_attempt_at <= runtime.clock()
+        )
         .with_for_update(skip_locked=True)
     ).one_or_none()
-    if event is None:
-        return None
+    return None if event is None else _process_claimed(session, runtime, event)
+
+
+def _process_claimed(session: Session, runtime: Runtime, event: Event) -> str:
+    now = runtime.clock()
     with bind(event_id=event.id, endpoint_id=event.endpoint_id, external_id=event.external_id):
         routes = runtime.router.handlers_for(event.provider, event.type)
         number = event.attempts + 1
@@ -161,6 +247,25 @@ def _attempt(
         started_at=started,
         finished_at=now,
     )
+
+
+def process_replays(
+    runtime: Runtime, replay_ids: Sequence[int], *, job_id: str | None = None
+) -> Counter[str]:
+    """Each replay in its own transaction, with its outbox rows (handed to ``job_id``)."""
+    counts: Counter[str] = Counter()
+    for replay_id in dict.fromkeys(replay_ids):
+        with runtime.session_factory.begin() as session:
+            outcome = process_replay(session, runtime, replay_id) or "skipped"
+            if job_id is not None:
+                session.execute(
+                    delete(OutboxEntry).where(
+                        OutboxEntry.replay_id == replay_id,
+                        or_(OutboxEntry.job_id == job_id, OutboxEntry.job_id.is_(None)),
+                    )
+                )
+        counts[f"replay_{outcome}"] += 1
+    return counts
 
 
 def process_replay(session: Session, runtime: Runtime, replay_id: int) -> str | None:

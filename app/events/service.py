@@ -173,7 +173,7 @@ def rearm(connection: Connection, event_id: int, *, now: datetime) -> bool:
     revived = (
         update(Event)
         .where(Event.id == event_id, Event.status == DEAD)
-        .values(status=PENDING, attempts=0, next_attempt_at=now, dispatched_at=None, job_id=None)
+        .values(status=PENDING, attempts=0, next_attempt_at=now)
         .returning(Event.id)
     )
     if connection.dialect.name == "postgresql":

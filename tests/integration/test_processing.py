@@ -218,3 +218,54 @@ def test_an_event_locked_by_another_worker_is_skipped_not_run_twice(client, runt
         with runtime.session_factory.begin() as other:
             assert process_event(other, runtime, event_id) is None
     assert effect_rows(runtime, "evt_locked") == []
+
+
+def test_in_a_shared_transaction_one_failing_event_undoes_only_its_own_writes(
+    client, runtime, router
+):
+    def fail_on_three(event, ctx):
+        write_effect(event, ctx)
+        if event.external_id == "evt_batch_3":
+            raise RuntimeError("this one fails")
+
+    router.on("stripe", "invoice.paid")(fail_on_three)
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    ids = [deliver(client, endpoint, f"evt_batch_{n}") for n in range(6)]
+    from app.events.processing import process_events
+
+    counts = process_events(runtime, ids)
+    assert counts == {"processed": 5, "pending": 1}
+    assert [len(effect_rows(runtime, f"evt_batch_{n}")) for n in range(6)] == [1, 1, 1, 0, 1, 1]
+    failed = event(runtime, ids[3])
+    assert (failed.status, failed.attempts) == ("pending", 1)
+    assert count(runtime, "SELECT count(*) FROM attempts") == 6
+
+
+def test_a_job_commits_in_several_transactions_and_still_runs_every_event_once(
+    client, runtime, router, monkeypatch
+):
+    from app.events import processing
+
+    # Every event past the first in a transaction is over the time budget.
+    monkeypatch.setattr(processing, "TRANSACTION_SECONDS", 0.0)
+    transactions = []
+    monkeypatch.setattr(
+        processing, "_process_chunk", _counting(processing._process_chunk, transactions)
+    )
+    router.on("stripe", "invoice.paid")(record_effect)
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    for n in range(5):
+        deliver(client, endpoint, f"evt_split_{n}")
+    drain(runtime)
+    assert len(transactions) == 5
+    assert [len(effect_rows(runtime, f"evt_split_{n}")) for n in range(5)] == [1] * 5
+    assert count(runtime, "SELECT count(*) FROM attempts") == 5
+    assert count(runtime, "SELECT count(*) FROM outbox") == 0
+
+
+def _counting(function, calls):
+    def wrapper(*args, **kwargs):
+        calls.append(args[2])
+        return function(*args, **kwargs)
+
+    return wrapper

@@ -34,7 +34,10 @@ def relay_for(runtime):
 
 def jobs_of(runtime):
     with runtime.engine.connect() as c:
-        return {r[0] for r in c.exec_driver_sql("SELECT DISTINCT job_id FROM events")}
+        return {r[0] for r in c.exec_driver_sql("SELECT DISTINCT job_id FROM outbox")}
+
+
+WAITING = "SELECT count(*) FROM outbox WHERE job_id IS NULL"
 
 
 def test_events_share_jobs_in_batches(client, runtime):
@@ -45,7 +48,8 @@ def test_events_share_jobs_in_batches(client, runtime):
     relay, queue = relay_for(runtime)
     assert relay.relay_once() == 10
     assert queue.count == 3  # 4 + 4 + 2 events
-    assert count(runtime, "SELECT count(*) FROM outbox") == 0
+    assert count(runtime, WAITING) == 0
+    assert len(jobs_of(runtime)) == 3
 
 
 def test_sweep_leaves_a_healthy_queued_backlog_alone(client, runtime):
@@ -55,7 +59,7 @@ def test_sweep_leaves_a_healthy_queued_backlog_alone(client, runtime):
     for _ in range(5):
         assert relay.sweep_once() == 0
     assert queue.count == 1
-    assert count(runtime, "SELECT count(*) FROM outbox") == 0
+    assert count(runtime, WAITING) == 0
 
 
 def test_work_whose_job_vanished_from_redis_is_dispatched_again(client, runtime):
@@ -103,3 +107,34 @@ def test_two_relays_at_once_move_each_outbox_row_exactly_once(client, runtime):
     _, queue = relay_for(runtime)
     assert queue.count == 60
     assert len(jobs_of(runtime)) == 60
+
+
+def test_a_worker_faster_than_the_relays_commit_still_runs_the_event(client, runtime):
+    """The job can start before the relay commits its dispatch: the event must not be
+    skipped as "locked" and left for the sweep."""
+    from app.events.processing import process_events
+
+    ingest(client, runtime, 3)
+    relay, _ = relay_for(runtime)
+    push = relay.sink.push
+    outcomes = []
+
+    def push_and_work_at_once(batches):
+        push(batches)
+        [batch] = batches
+        worker = threading.Thread(
+            target=lambda: outcomes.append(
+                process_events(runtime, batch.event_ids, job_id=batch.job_id)
+            )
+        )
+        worker.start()
+        # The worker claims and runs the events now; only its outbox delete waits for us.
+        worker.join(timeout=1.0)
+        relay.worker = worker
+
+    relay.sink.push = push_and_work_at_once
+    assert relay.relay_once() == 3
+    relay.worker.join(timeout=10)
+    assert outcomes == [{"ignored": 3}]
+    assert count(runtime, "SELECT count(*) FROM events WHERE status = 'pending'") == 0
+    assert count(runtime, "SELECT count(*) FROM outbox") == 0
