@@ -8,9 +8,11 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.events.models import (
@@ -34,7 +36,7 @@ FAILED = "failed"
 _random = secrets.SystemRandom()
 
 
-def idempotency_key(event: Event) -> str:
+def idempotency_key(event: Any) -> str:
     return f"hooklatch:{event.endpoint_id}:{event.external_id}"
 
 
@@ -44,7 +46,7 @@ def backoff(attempt: int, *, base: float, maximum: float) -> timedelta:
     return timedelta(seconds=_random.uniform(ceiling / 2, ceiling))
 
 
-def _view(runtime: Runtime, event: Event) -> EventView:
+def _view(runtime: Runtime, event: Any) -> EventView:
     headers = dict(event.headers or {})
     body = event.body or b""
     return EventView(
@@ -62,7 +64,7 @@ def _view(runtime: Runtime, event: Event) -> EventView:
 
 
 def _run(
-    session: Session, runtime: Runtime, event: Event, routes: list[Route], context: Context
+    session: Session, runtime: Runtime, event: Any, routes: list[Route], context: Context
 ) -> None:
     """Run every handler in a savepoint: an error undoes all their writes, not the claim."""
     view = _view(runtime, event)
@@ -118,9 +120,9 @@ def _process_chunk(
 ) -> tuple[list[int], list[int]]:
     """Returns the ids dealt with, and those claimed but left for the next transaction."""
     claimed = {
-        event.id: event
-        for event in session.scalars(
-            select(Event)
+        row.id: row
+        for row in session.execute(
+            select(Event.__table__)
             .where(
                 Event.id.in_(event_ids),
                 Event.status == PENDING,
@@ -130,6 +132,7 @@ def _process_chunk(
             .with_for_update(skip_locked=True)
         )
     }
+    writes = _Writes()
     started = time.monotonic()
     done: list[int] = []
     for position, event_id in enumerate(event_ids):
@@ -137,45 +140,78 @@ def _process_chunk(
             rest = event_ids[position:]
             # Unclaimed ones are settled (processed, not due, or another worker's).
             done += [i for i in rest if i not in claimed]
+            writes.apply(session)
             return done, [i for i in rest if i in claimed]
         event = claimed.get(event_id)
-        outcome = _process_claimed(session, runtime, event) if event is not None else None
+        outcome = _process_claimed(session, runtime, event, writes) if event is not None else None
         counts[outcome or "skipped"] += 1
         done.append(event_id)
+    writes.apply(session)
     return done, []
+
+
+@dataclass
+class _Writes:
+    """The chunk's own writes, held back to the end: written per event, they would be
+    flushed one by one as each next savepoint opens."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(
+        self,
+        event: Any,
+        status: str,
+        attempt: dict[str, Any],
+        *,
+        next_attempt_at: datetime | None = None,
+        last_error: str | None = None,
+    ) -> None:
+        finished = status in (PROCESSED, IGNORED)
+        self.events.append(
+            {
+                "id": event.id,
+                "status": status,
+                "attempts": attempt["number"],
+                "processed_at": attempt["finished_at"] if finished else None,
+                "next_attempt_at": next_attempt_at,
+                "last_error": last_error,
+            }
+        )
+        self.attempts.append(attempt)
+
+    def apply(self, session: Session) -> None:
+        if self.events:
+            session.execute(update(Event), self.events)
+            session.execute(insert(Attempt), self.attempts)
+        self.events, self.attempts = [], []
 
 
 def process_event(session: Session, runtime: Runtime, event_id: int) -> str | None:
     """Process one pending, due event. Returns its new status, or None when there was nothing
     to do (already processed, not due yet, or held by another worker right now)."""
-    event = session.scalars(
-        select(Event)
-        .where(
-            Event.id == event_id, Event.status == PENDING, Event.next_attempt_at <= runtime.clock()
-        )
-        .with_for_update(skip_locked=True)
-    ).one_or_none()
-    return None if event is None else _process_claimed(session, runtime, event)
+    counts: Counter[str] = Counter()
+    _process_chunk(session, runtime, [event_id], counts)
+    [outcome] = counts
+    return None if outcome == "skipped" else outcome
 
 
-def _process_claimed(session: Session, runtime: Runtime, event: Event) -> str:
+def _process_claimed(session: Session, runtime: Runtime, event: Any, writes: _Writes) -> str:
     now = runtime.clock()
     with bind(event_id=event.id, endpoint_id=event.endpoint_id, external_id=event.external_id):
         routes = runtime.router.handlers_for(event.provider, event.type)
         number = event.attempts + 1
-        event.attempts = number
         if not routes:
-            _finish(event, IGNORED, now)
-            session.add(_attempt(event, number, IGNORED, routes, started=now, now=now))
+            writes.add(event, IGNORED, _attempt_row(event, number, IGNORED, routes, now, now))
             log.info("no handler for %s %s: marked ignored", event.provider, event.type)
             return IGNORED
         context = _context(session, runtime, event, number, replay=None)
         try:
             _run(session, runtime, event, routes, context)
         except Exception as exc:
-            return _failed(session, runtime, event, number, routes, exc, started=now)
-        _finish(event, PROCESSED, runtime.clock())
-        session.add(_attempt(event, number, SUCCEEDED, routes, started=now, now=runtime.clock()))
+            return _failed(runtime, event, number, routes, exc, now, writes)
+        finished = runtime.clock()
+        writes.add(event, PROCESSED, _attempt_row(event, number, SUCCEEDED, routes, now, finished))
         return PROCESSED
 
 
@@ -187,34 +223,30 @@ def _finish(event: Event, status: str, now: datetime) -> None:
 
 
 def _failed(
-    session: Session,
     runtime: Runtime,
-    event: Event,
+    event: Any,
     number: int,
     routes: list[Route],
     exc: Exception,
-    *,
     started: datetime,
+    writes: _Writes,
 ) -> str:
     settings = runtime.settings
     now = runtime.clock()
-    event.last_error = _error_text(exc)
-    session.add(_attempt(event, number, FAILED, routes, started=started, now=now, error=exc))
+    error = _error_text(exc)
+    attempt = _attempt_row(event, number, FAILED, routes, started, now, error=error)
     if number >= settings.max_attempts:
-        event.status = DEAD
-        event.next_attempt_at = None
-        log.error("attempt %d failed, event is dead: %s", number, event.last_error)
+        writes.add(event, DEAD, attempt, last_error=error)
+        log.error("attempt %d failed, event is dead: %s", number, error)
         return DEAD
     delay = backoff(number, base=settings.retry_base_seconds, maximum=settings.retry_max_seconds)
-    event.next_attempt_at = now + delay
-    log.warning(
-        "attempt %d failed, retrying in %.1f s: %s", number, delay.total_seconds(), event.last_error
-    )
+    writes.add(event, PENDING, attempt, next_attempt_at=now + delay, last_error=error)
+    log.warning("attempt %d failed, retrying in %.1f s: %s", number, delay.total_seconds(), error)
     return PENDING
 
 
 def _context(
-    session: Session, runtime: Runtime, event: Event, number: int, *, replay: Replay | None
+    session: Session, runtime: Runtime, event: Any, number: int, *, replay: Replay | None
 ) -> Context:
     return Context(
         session=session,
@@ -226,27 +258,25 @@ def _context(
     )
 
 
-def _attempt(
-    event: Event,
+def _attempt_row(
+    event: Any,
     number: int,
     outcome: str,
     routes: list[Route],
-    *,
     started: datetime,
     now: datetime,
-    error: BaseException | None = None,
-    replay: Replay | None = None,
-) -> Attempt:
-    return Attempt(
-        event_id=event.id,
-        replay_id=replay.id if replay else None,
-        number=number,
-        outcome=outcome,
-        handlers=",".join(route.name for route in routes),
-        error=_error_text(error) if error else None,
-        started_at=started,
-        finished_at=now,
-    )
+    *,
+    error: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "event_id": event.id,
+        "number": number,
+        "outcome": outcome,
+        "handlers": ",".join(route.name for route in routes),
+        "error": error,
+        "started_at": started,
+        "finished_at": now,
+    }
 
 
 def process_replays(
@@ -296,16 +326,13 @@ def process_replay(session: Session, runtime: Runtime, replay_id: int) -> str | 
             if routes:
                 _finish(event, PROCESSED, runtime.clock())
         replay.finished_at = runtime.clock()
+        error = None if outcome == SUCCEEDED else replay.error
         session.add(
-            _attempt(
-                event,
-                number,
-                outcome,
-                routes,
-                started=started,
-                now=replay.finished_at,
-                error=None if outcome == SUCCEEDED else RuntimeError(replay.error),
-                replay=replay,
+            Attempt(
+                **_attempt_row(
+                    event, number, outcome, routes, started, replay.finished_at, error=error
+                ),
+                replay_id=replay.id,
             )
         )
         return outcome
