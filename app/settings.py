@@ -73,7 +73,7 @@ class Settings:
     # 8 attempts from 60 s doubling: the last one comes one to two hours after the first.
     retry_base_seconds: float = 60.0
     retry_max_seconds: float = 6 * 3600.0
-    job_size: int = 200
+    job_size: int = 1000
     relay_batch_size: int = 1000
     # How often the relay looks for new outbox rows: adds up to this much to the time
     # from commit to handler start. An empty poll is one index scan.
