@@ -14,6 +14,7 @@ from sqlalchemy.orm import sessionmaker
 import app.models  # noqa: F401  (every mapper, so relationships resolve in any process)
 from app.crypto import SecretBox
 from app.db import is_postgres, make_engine, make_session_factory, utcnow
+from app.endpoints.service import EndpointCache
 from app.handlers import Router, default_router, import_handler_modules
 from app.providers import load_providers
 from app.providers.base import Provider
@@ -31,8 +32,10 @@ class Runtime:
     clock: Callable[[], datetime] = utcnow
     # Set after an ingest commit; the embedded dispatcher waits on it.
     wake: threading.Event = field(default_factory=threading.Event)
-    # PostgreSQL only: a pool of autocommit connections for the ingest path.
+    # PostgreSQL only: a pool of autocommit connections for the ingest path, and the
+    # endpoints it has verified lately (see EndpointCache).
     ingest_engine: Engine | None = None
+    endpoints: EndpointCache | None = None
 
     @contextmanager
     def ingest_connection(self) -> Iterator[Connection]:
@@ -93,4 +96,5 @@ def build_runtime(
         box=SecretBox(settings.secret_keys),
         clock=clock,
         ingest_engine=ingest_engine,
+        endpoints=EndpointCache() if ingest_engine is not None else None,
     )

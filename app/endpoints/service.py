@@ -21,6 +21,35 @@ class ActiveEndpoint:
     id: str
     provider: str
     secrets: list[str] = field(repr=False)
+    # "3,7": the ids of the secrets above. Storing an event checks them against the
+    # database in the same statement, so a cached copy can never outlive a change.
+    secret_ids: str = ""
+
+
+class EndpointCache:
+    """Verification material of recently seen endpoints, per process.
+
+    An entry is only ever used optimistically: the statement that stores the event
+    also checks that the endpoint is still enabled with exactly these secrets, and a
+    signature that fails against the cached secrets is checked again against the
+    database's before it is refused. So adding a secret, removing one and disabling an
+    endpoint all take effect at once, while the common request skips a query.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._entries: dict[str, ActiveEndpoint] = {}
+
+    def get(self, endpoint_id: str) -> ActiveEndpoint | None:
+        return self._entries.get(endpoint_id)
+
+    def put(self, endpoint: ActiveEndpoint) -> None:
+        if len(self._entries) >= self.size and endpoint.id not in self._entries:
+            self._entries.clear()
+        self._entries[endpoint.id] = endpoint
+
+    def drop(self, endpoint_id: str) -> None:
+        self._entries.pop(endpoint_id, None)
 
 
 def fingerprint(secret: str) -> str:
@@ -93,10 +122,10 @@ def get_endpoint(session: Session, ref: str) -> Endpoint:
 
 
 @cache
-def _active_endpoint_query() -> Select[str, bool, bytes]:
+def _active_endpoint_query() -> Select[str, bool, int, bytes]:
     # Built once: constructing a statement costs more than running this one.
     return (
-        select(Endpoint.provider, Endpoint.enabled, EndpointSecret.ciphertext)
+        select(Endpoint.provider, Endpoint.enabled, EndpointSecret.id, EndpointSecret.ciphertext)
         .outerjoin(EndpointSecret, EndpointSecret.endpoint_id == Endpoint.id)
         .where(Endpoint.id == bindparam("endpoint_id"))
         .order_by(EndpointSecret.id)
@@ -112,7 +141,8 @@ def active_endpoint(connection: Connection, endpoint_id: str, *, box: SecretBox)
         secrets = [box.decrypt(row.ciphertext) for row in rows if row.ciphertext is not None]
     except ValueError as exc:
         raise SecretUnavailable(str(exc)) from exc
-    return ActiveEndpoint(endpoint_id, rows[0].provider, secrets)
+    secret_ids = ",".join(str(row.id) for row in rows if row.id is not None)
+    return ActiveEndpoint(endpoint_id, rows[0].provider, secrets, secret_ids)
 
 
 def endpoint_url(public_url: str, endpoint: Endpoint) -> str:

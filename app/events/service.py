@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -69,26 +70,46 @@ EVENT_COLUMNS = (
     "mismatched_duplicates",
 )
 
+# PostgreSQL: the event, its outbox row and the check that the endpoint is still enabled
+# with the secrets the request was verified against, in one statement. It is atomic by
+# itself, so the ingest connection autocommits: one round trip in all. Hand-written and
+# run as is: building and caching an SQLAlchemy statement costs more than running it.
+POSTGRES_STORE = """
+WITH guard AS (
+    SELECT 1 FROM endpoints
+    WHERE id = %(endpoint_id)s AND enabled
+      AND (SELECT coalesce(string_agg(s.id::text, ',' ORDER BY s.id), '')
+           FROM endpoint_secrets AS s WHERE s.endpoint_id = %(endpoint_id)s) = %(secret_ids)s
+),
+created AS (
+    INSERT INTO events (endpoint_id, provider, external_id, type, occurred_at, received_at,
+        status, attempts, next_attempt_at, body, headers, body_sha256, mismatched_duplicates)
+    SELECT %(endpoint_id)s, %(provider)s, %(external_id)s, %(type)s,
+        %(occurred_at)s::timestamptz, %(received_at)s::timestamptz, 'pending', 0,
+        %(received_at)s::timestamptz, %(body)s, %(headers)s::json, %(body_sha256)s, 0
+    FROM guard
+    ON CONFLICT (endpoint_id, external_id) DO NOTHING
+    RETURNING id
+),
+queued AS (
+    INSERT INTO outbox (event_id, created_at) SELECT id, %(received_at)s::timestamptz FROM created
+)
+SELECT (SELECT id FROM created), EXISTS (SELECT 1 FROM guard)
+"""
+
 
 @cache
 def _store_statement(dialect: str) -> Any:
-    """Insert one event unless stored already, returning its id; built once, compiled once.
-
-    On PostgreSQL the outbox row is in the same statement:
-    WITH created AS (INSERT INTO events ... RETURNING id),
-         queued AS (INSERT INTO outbox SELECT id, :created_at FROM created)
-    SELECT id FROM created
-    so it is atomic with no transaction around it (the ingest connection autocommits).
-    """
-    events = (
+    """Other backends: insert one event unless stored already, returning its id."""
+    return (
         insert_ignoring_conflict(dialect, Event.__table__, ["endpoint_id", "external_id"])
         .values({name: bindparam(name) for name in EVENT_COLUMNS})
         .returning(Event.id)
     )
-    if dialect != "postgresql":
-        return events
-    created = events.cte("created")
-    return select(created.c.id).add_cte(_queue_from(created).cte("queued"))
+
+
+class EndpointChanged(Exception):
+    """The endpoint was disabled or its secrets changed since it was read."""
 
 
 def record_events(
@@ -102,40 +123,71 @@ def record_events(
 ) -> list[Recorded]:
     """Store each event once; each new one gets its outbox row atomically with it.
 
-    One statement per event on PostgreSQL; elsewhere two, in the caller's transaction.
+    On PostgreSQL each event is one statement, which raises EndpointChanged (storing
+    nothing) when the endpoint is no longer as ``endpoint`` describes it. Elsewhere two
+    statements, in the caller's transaction.
     """
     digest = hashlib.sha256(body).hexdigest()
     stored_headers = {k: v for k, v in headers.items() if k not in UNSTORED_HEADERS}
-    dialect = connection.dialect.name
-    statement = _store_statement(dialect)
+    postgres = connection.dialect.name == "postgresql"
     results = []
     for item in {item.external_id: item for item in incoming}.values():
-        new_id = connection.execute(
-            statement,
-            {
-                "endpoint_id": endpoint.id,
-                "provider": endpoint.provider,
-                "external_id": item.external_id,
-                "type": item.type,
-                "occurred_at": item.occurred_at,
-                "received_at": now,
-                "status": PENDING,
-                "attempts": 0,
-                "next_attempt_at": now,
-                "body": body,
-                "headers": stored_headers,
-                "body_sha256": digest,
-                "mismatched_duplicates": 0,
-                "created_at": now,
-            },
-        ).scalar_one_or_none()
+        if postgres:
+            new_id, fresh = connection.exec_driver_sql(
+                POSTGRES_STORE,
+                {
+                    "endpoint_id": endpoint.id,
+                    "secret_ids": endpoint.secret_ids,
+                    "provider": endpoint.provider,
+                    "external_id": item.external_id,
+                    "type": item.type,
+                    "occurred_at": item.occurred_at,
+                    "received_at": now,
+                    "body": body,
+                    "headers": json.dumps(stored_headers),
+                    "body_sha256": digest,
+                },
+            ).one()
+            if not fresh:
+                raise EndpointChanged(endpoint.id)
+        else:
+            new_id = _store_elsewhere(connection, endpoint, item, body, stored_headers, now)
         if new_id is None:
             results.append(_duplicate(connection, endpoint.id, item, digest, now=now))
-            continue
-        if dialect != "postgresql":
-            connection.execute(insert(OutboxEntry).values(event_id=new_id, created_at=now))
-        results.append(Recorded(new_id, item.external_id, ACCEPTED))
+        else:
+            results.append(Recorded(new_id, item.external_id, ACCEPTED))
     return results
+
+
+def _store_elsewhere(
+    connection: Connection,
+    endpoint: ActiveEndpoint,
+    item: IncomingEvent,
+    body: bytes,
+    headers: dict[str, str],
+    now: datetime,
+) -> int | None:
+    new_id: int | None = connection.execute(
+        _store_statement(connection.dialect.name),
+        {
+            "endpoint_id": endpoint.id,
+            "provider": endpoint.provider,
+            "external_id": item.external_id,
+            "type": item.type,
+            "occurred_at": item.occurred_at,
+            "received_at": now,
+            "status": PENDING,
+            "attempts": 0,
+            "next_attempt_at": now,
+            "body": body,
+            "headers": headers,
+            "body_sha256": hashlib.sha256(body).hexdigest(),
+            "mismatched_duplicates": 0,
+        },
+    ).scalar_one_or_none()
+    if new_id is not None:
+        connection.execute(insert(OutboxEntry).values(event_id=new_id, created_at=now))
+    return new_id
 
 
 def _queue_from(created: Any) -> Any:

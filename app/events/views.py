@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from app.endpoints.service import active_endpoint
 from app.errors import ProviderUnavailable, StoreUnavailable, VerificationError
-from app.events.service import ACCEPTED, DUPLICATE, Recorded, record_events
+from app.events.service import ACCEPTED, DUPLICATE, EndpointChanged, Recorded, record_events
 from app.logs import bind
 from app.runtime import Runtime
 
@@ -47,28 +47,61 @@ def receive(endpoint_id: str) -> Any:
 
 
 def _ingest(
-    runtime: Runtime, endpoint_id: str, headers: dict[str, str], body: bytes, connection: Connection
+    runtime: Runtime,
+    endpoint_id: str,
+    headers: dict[str, str],
+    body: bytes,
+    connection: Connection,
+    *,
+    reads: int = 0,
 ) -> Response | list[Recorded]:
-    """Look up, verify, answer a handshake or store: two round trips on PostgreSQL."""
-    endpoint = active_endpoint(connection, endpoint_id, box=runtime.box)
+    """Look up, verify, answer a handshake or store.
+
+    On PostgreSQL the endpoint usually comes from the cache and storing is the one round
+    trip; anything a cached copy could get wrong (a signature it refuses, a handshake,
+    an endpoint changed since) is done again from the database before answering.
+    """
+    again = partial(_ingest, runtime, endpoint_id, headers, body, connection, reads=reads + 1)
+    cache = None if reads else runtime.endpoints
+    endpoint = cache.get(endpoint_id) if cache is not None else None
+    if endpoint is None:
+        cache = None
+        endpoint = active_endpoint(connection, endpoint_id, box=runtime.box)
+        if runtime.endpoints is not None:
+            runtime.endpoints.put(endpoint)
     try:
         provider = runtime.provider(endpoint.provider)
     except LookupError as exc:
         raise ProviderUnavailable(str(exc)) from exc
-    _verify(provider, headers, body, endpoint.secrets, runtime)
+    try:
+        provider.verify(headers, body, secrets=endpoint.secrets, now=runtime.clock())
+    except VerificationError as exc:
+        if cache is not None:
+            return again()
+        _log_refusal(exc, headers, body)
+        raise
     handshake = provider.handshake(headers, body)
     if handshake is not None:
+        if cache is not None:
+            return again()
         return Response(
             handshake.body, status=handshake.status, content_type=handshake.content_type
         )
-    return record_events(
-        connection,
-        endpoint=endpoint,
-        incoming=provider.parse(headers, body),
-        headers=headers,
-        body=body,
-        now=runtime.clock(),
-    )
+    try:
+        return record_events(
+            connection,
+            endpoint=endpoint,
+            incoming=provider.parse(headers, body),
+            headers=headers,
+            body=body,
+            now=runtime.clock(),
+        )
+    except EndpointChanged as exc:
+        if runtime.endpoints is not None:
+            runtime.endpoints.drop(endpoint_id)
+        if reads >= 2:  # changed between each of our reads and writes: let the sender retry
+            raise StoreUnavailable("the endpoint is being changed; retry") from exc
+        return again()
 
 
 def _with_store(runtime: Runtime, work: Callable[[Connection], T]) -> T:
@@ -94,23 +127,17 @@ def _with_store(runtime: Runtime, work: Callable[[Connection], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def _verify(
-    provider: Any, headers: dict[str, str], body: bytes, secrets: list[str], runtime: Runtime
-) -> None:
-    try:
-        provider.verify(headers, body, secrets=secrets, now=runtime.clock())
-    except VerificationError as exc:
-        # Safe facts only: never a secret, never the body.
-        log.warning(
-            "refused delivery: %s (%s); headers present: %s; body %d bytes sha256 %s",
-            exc.reason,
-            exc.message,
-            ",".join(sorted(headers)),
-            len(body),
-            hashlib.sha256(body).hexdigest()[:16],
-            extra={"reason": exc.reason},
-        )
-        raise
+def _log_refusal(exc: VerificationError, headers: dict[str, str], body: bytes) -> None:
+    # Safe facts only: never a secret, never the body.
+    log.warning(
+        "refused delivery: %s (%s); headers present: %s; body %d bytes sha256 %s",
+        exc.reason,
+        exc.message,
+        ",".join(sorted(headers)),
+        len(body),
+        hashlib.sha256(body).hexdigest()[:16],
+        extra={"reason": exc.reason},
+    )
 
 
 @bp.get("/healthz")

@@ -215,3 +215,61 @@ def test_refusal_log_names_the_reason_but_never_the_secret(client, runtime, capl
     text = caplog.text
     assert "bad_signature" in text
     assert SECRET not in text and "whsec_other" not in text
+
+
+# -- the endpoint cache: one round trip per delivery, never a stale answer ------------
+
+
+def post_stripe(client, endpoint, event_id, secret):
+    body = stripe_event(event_id)
+    return client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, secret))
+
+
+def statements_per_delivery(client, runtime, endpoint, event_id, secret):
+    from sqlalchemy import event
+
+    seen = []
+
+    def count_statement(*args):
+        seen.append(args[2])
+
+    event.listen(runtime.ingest_engine, "before_cursor_execute", count_statement)
+    try:
+        response = post_stripe(client, endpoint, event_id, secret)
+    finally:
+        event.remove(runtime.ingest_engine, "before_cursor_execute", count_statement)
+    assert response.status_code == 200, response.json
+    return len(seen)
+
+
+def test_a_delivery_to_a_known_endpoint_is_one_statement(client, runtime):
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    assert statements_per_delivery(client, runtime, endpoint, "evt_rt_1", SECRET) == 2
+    assert statements_per_delivery(client, runtime, endpoint, "evt_rt_2", SECRET) == 1
+    assert rows(runtime) == 2
+    assert count(runtime, "SELECT count(*) FROM outbox") == 2
+
+
+def test_a_cached_endpoint_sees_secret_changes_and_disabling_at_once(client, runtime):
+    from app.endpoints.service import add_secret, get_endpoint, remove_secret
+
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    assert post_stripe(client, endpoint, "evt_c_1", SECRET).status_code == 200
+    assert runtime.endpoints.get(endpoint) is not None  # what follows starts from the cache
+
+    with runtime.session_factory.begin() as session:
+        add_secret(session, get_endpoint(session, endpoint), "whsec_added", box=runtime.box)
+    assert post_stripe(client, endpoint, "evt_c_2", "whsec_added").status_code == 200
+
+    with runtime.session_factory.begin() as session:
+        row = get_endpoint(session, endpoint)
+        remove_secret(session, row, row.secrets[0].fingerprint)
+    refused = post_stripe(client, endpoint, "evt_c_3", SECRET)
+    assert (refused.status_code, refused.json["error"]) == (401, "bad_signature")
+
+    with runtime.session_factory.begin() as session:
+        get_endpoint(session, endpoint).enabled = False
+    assert post_stripe(client, endpoint, "evt_c_4", "whsec_added").status_code == 404
+    with runtime.engine.connect() as c:
+        stored = sorted(r[0] for r in c.exec_driver_sql("SELECT external_id FROM events"))
+    assert stored == ["evt_c_1", "evt_c_2"]
