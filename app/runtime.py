@@ -7,8 +7,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.orm import sessionmaker
 
 import app.models  # noqa: F401  (every mapper, so relationships resolve in any process)
@@ -67,6 +68,12 @@ class Runtime:
             ) from None
 
 
+def _prepare_ingest_statements(dbapi_connection: Any, record: Any) -> None:
+    from app.events.service import prepare_ingest_statements
+
+    prepare_ingest_statements(dbapi_connection, record.info)
+
+
 def build_runtime(
     settings: Settings,
     *,
@@ -87,6 +94,8 @@ def build_runtime(
         ingest_engine = make_engine(
             settings.sqlalchemy_url, isolation_level="AUTOCOMMIT", pool_pre_ping=False
         )
+        if settings.prepare_statements:
+            event.listen(ingest_engine, "connect", _prepare_ingest_statements)
     return Runtime(
         settings=settings,
         engine=engine,

@@ -42,6 +42,17 @@ def _float(environ: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _flag(environ: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = (environ.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name} must be true or false, got {raw!r}")
+
+
 def _list(raw: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in (raw or "").split(",") if part.strip())
 
@@ -83,6 +94,9 @@ class Settings:
     # job keeps dying before it can record an attempt.
     dispatch_grace_seconds: float = 10.0
     start_dispatcher: bool = True
+    # Server-side prepared statements on ingest connections. Turn off behind a pooler
+    # in transaction mode (PgBouncer before 1.21), where a session's statements vanish.
+    prepare_statements: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -105,6 +119,7 @@ class Settings:
                 env, "HOOKLATCH_DISPATCH_GRACE_SECONDS", cls.dispatch_grace_seconds
             ),
             relay_poll_seconds=_float(env, "HOOKLATCH_RELAY_POLL_SECONDS", cls.relay_poll_seconds),
+            prepare_statements=_flag(env, "HOOKLATCH_PREPARE_STATEMENTS", True),
             sweep_interval_seconds=_float(
                 env, "HOOKLATCH_SWEEP_INTERVAL_SECONDS", cls.sweep_interval_seconds
             ),

@@ -98,6 +98,46 @@ SELECT (SELECT id FROM created), EXISTS (SELECT 1 FROM guard)
 """
 
 
+_STORE_PARAMETERS = (
+    ("endpoint_id", "text"),
+    ("secret_ids", "text"),
+    ("provider", "text"),
+    ("external_id", "text"),
+    ("type", "text"),
+    ("occurred_at", "timestamptz"),
+    ("received_at", "timestamptz"),
+    ("body", "bytea"),
+    ("headers", "text"),
+    ("body_sha256", "text"),
+)
+# Planning that statement costs PostgreSQL as much as running it, so each ingest
+# connection prepares it once (prepare_ingest_statements) and then only executes it.
+PREPARED_KEY = "hooklatch_store_prepared"
+
+
+def _positional(sql: str) -> str:
+    for number, (name, _) in enumerate(_STORE_PARAMETERS, start=1):
+        sql = sql.replace(f"%({name})s", f"${number}")
+    return sql
+
+
+PREPARE_STORE = (
+    f"PREPARE hooklatch_store ({', '.join(kind for _, kind in _STORE_PARAMETERS)}) AS "
+    + _positional(POSTGRES_STORE)
+)
+EXECUTE_STORE = (
+    "EXECUTE hooklatch_store (" + ", ".join(f"%({name})s" for name, _ in _STORE_PARAMETERS) + ")"
+)
+
+
+def prepare_ingest_statements(dbapi_connection: Any, info: dict[str, Any]) -> None:
+    """Run once on each new ingest connection (PostgreSQL)."""
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute(PREPARE_STORE)
+    dbapi_connection.commit()
+    info[PREPARED_KEY] = True
+
+
 @cache
 def _store_statement(dialect: str) -> Any:
     """Other backends: insert one event unless stored already, returning its id."""
@@ -134,7 +174,7 @@ def record_events(
     for item in {item.external_id: item for item in incoming}.values():
         if postgres:
             new_id, fresh = connection.exec_driver_sql(
-                POSTGRES_STORE,
+                EXECUTE_STORE if connection.info.get(PREPARED_KEY) else POSTGRES_STORE,
                 {
                     "endpoint_id": endpoint.id,
                     "secret_ids": endpoint.secret_ids,

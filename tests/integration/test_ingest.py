@@ -273,3 +273,37 @@ def test_a_cached_endpoint_sees_secret_changes_and_disabling_at_once(client, run
     with runtime.engine.connect() as c:
         stored = sorted(r[0] for r in c.exec_driver_sql("SELECT external_id FROM events"))
     assert stored == ["evt_c_1", "evt_c_2"]
+
+
+def test_ingest_connections_prepare_the_storing_statement_once(client, runtime):
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    for n in range(3):
+        assert post_stripe(client, endpoint, f"evt_prep_{n}", SECRET).status_code == 200
+    with runtime.ingest_connection() as connection:
+        prepared = connection.exec_driver_sql(
+            "SELECT count(*) FROM pg_prepared_statements WHERE name = 'hooklatch_store'"
+        ).scalar_one()
+    assert prepared == 1
+    assert rows(runtime) == 3
+
+
+def test_without_prepared_statements_ingest_still_stores_once(settings, router):
+    from dataclasses import replace
+
+    from app import create_app
+
+    app = create_app(replace(settings, prepare_statements=False), router=router)
+    runtime = app.extensions["hooklatch"]
+    try:
+        endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+        client = app.test_client()
+        assert post_stripe(client, endpoint, "evt_plain", SECRET).status_code == 200
+        assert post_stripe(client, endpoint, "evt_plain", SECRET).json["status"] == "duplicate"
+        with runtime.ingest_connection() as connection:
+            prepared = connection.exec_driver_sql(
+                "SELECT count(*) FROM pg_prepared_statements"
+            ).scalar_one()
+        assert prepared == 0
+        assert rows(runtime) == 1
+    finally:
+        runtime.dispose()

@@ -56,3 +56,13 @@ def test_embedded_default_generates_and_keeps_one_key(tmp_path):
 def test_mysql_is_refused_clearly_until_it_is_supported():
     with pytest.raises(SettingsError, match="postgresql:// or sqlite://"):
         Settings.from_env({"DATABASE_URL": "mysql://root@localhost/x"})
+
+
+def test_prepared_statements_flag_reads_true_and_false_and_refuses_the_rest():
+    key = Fernet.generate_key().decode()
+    base = {"DATABASE_URL": "postgresql://db/x", "HOOKLATCH_SECRET_KEYS": key}
+    assert Settings.from_env(base).prepare_statements is True
+    off = Settings.from_env({**base, "HOOKLATCH_PREPARE_STATEMENTS": "off"})
+    assert off.prepare_statements is False
+    with pytest.raises(SettingsError, match="HOOKLATCH_PREPARE_STATEMENTS"):
+        Settings.from_env({**base, "HOOKLATCH_PREPARE_STATEMENTS": "sometimes"})
