@@ -1,10 +1,11 @@
 # make run: the receiver on the embedded default (SQLite, no Redis).
 # make test: lint and the whole suite (needs PostgreSQL and Redis on localhost).
+# make bench: the benchmarks (also needs wrk and pgbench); make bench-smoke: a quick check.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run install install-dev lint test
+.PHONY: run install install-dev install-bench lint test bench bench-smoke
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +17,9 @@ install: $(BIN)/python
 install-dev: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 
+install-bench: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+
 run: install
 	$(BIN)/hooklatch serve $(HOOKLATCH_SERVE_ARGS)
 
@@ -26,3 +30,9 @@ lint: install-dev
 
 test: lint
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+bench: install-bench
+	$(BIN)/python -m bench
+
+bench-smoke: install-bench
+	$(BIN)/python -m bench --smoke
