@@ -94,8 +94,12 @@ created AS (
 queued AS (
     INSERT INTO outbox (event_id, created_at) SELECT id, %(received_at)s::timestamptz FROM created
 )
-SELECT (SELECT id FROM created), EXISTS (SELECT 1 FROM guard)
+SELECT (SELECT id FROM created), EXISTS (SELECT 1 FROM guard), e.id, e.status, e.body_sha256
+FROM (SELECT 1) AS one
+LEFT JOIN events AS e ON e.endpoint_id = %(endpoint_id)s AND e.external_id = %(external_id)s
 """
+# The join finds the stored event when this one is a duplicate: the statement's snapshot
+# never sees the row its own insert created, so a new event leaves it empty.
 
 
 _STORE_PARAMETERS = (
@@ -173,7 +177,7 @@ def record_events(
     results = []
     for item in {item.external_id: item for item in incoming}.values():
         if postgres:
-            new_id, fresh = connection.exec_driver_sql(
+            new_id, fresh, stored_id, stored_status, stored_digest = connection.exec_driver_sql(
                 EXECUTE_STORE if connection.info.get(PREPARED_KEY) else POSTGRES_STORE,
                 {
                     "endpoint_id": endpoint.id,
@@ -190,9 +194,17 @@ def record_events(
             ).one()
             if not fresh:
                 raise EndpointChanged(endpoint.id)
+            if new_id is None and stored_id is not None:
+                results.append(
+                    _duplicate_of(
+                        connection, stored_id, stored_status, stored_digest, item, digest, now=now
+                    )
+                )
+                continue
         else:
             new_id = _store_elsewhere(connection, endpoint, item, body, stored_headers, now)
         if new_id is None:
+            # Stored by another request since this statement's snapshot: look it up.
             results.append(_duplicate(connection, endpoint.id, item, digest, now=now))
         else:
             results.append(Recorded(new_id, item.external_id, ACCEPTED))
@@ -246,18 +258,33 @@ def _duplicate(
             Event.endpoint_id == endpoint_id, Event.external_id == item.external_id
         )
     ).one()
-    if existing.body_sha256 != digest:
+    return _duplicate_of(
+        connection, existing.id, existing.status, existing.body_sha256, item, digest, now=now
+    )
+
+
+def _duplicate_of(
+    connection: Connection,
+    event_id: int,
+    status: str,
+    stored_digest: str,
+    item: IncomingEvent,
+    digest: str,
+    *,
+    now: datetime,
+) -> Recorded:
+    if stored_digest != digest:
         log.warning(
             "event id reused with a different body",
-            extra={"event_db_id": existing.id, "external_id": item.external_id},
+            extra={"event_db_id": event_id, "external_id": item.external_id},
         )
         connection.execute(
             update(Event)
-            .where(Event.id == existing.id)
+            .where(Event.id == event_id)
             .values(mismatched_duplicates=Event.mismatched_duplicates + 1)
         )
-    rearmed = existing.status == DEAD and rearm(connection, existing.id, now=now)
-    return Recorded(existing.id, item.external_id, DUPLICATE, rearmed=rearmed)
+    rearmed = status == DEAD and rearm(connection, event_id, now=now)
+    return Recorded(event_id, item.external_id, DUPLICATE, rearmed=rearmed)
 
 
 def rearm(connection: Connection, event_id: int, *, now: datetime) -> bool:

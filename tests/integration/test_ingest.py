@@ -242,9 +242,11 @@ def statements_per_delivery(client, runtime, endpoint, event_id, secret):
     return len(seen)
 
 
-def test_a_delivery_to_a_known_endpoint_is_one_statement(client, runtime):
+def test_a_delivery_to_a_known_endpoint_is_one_statement_duplicate_or_not(client, runtime):
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
     assert statements_per_delivery(client, runtime, endpoint, "evt_rt_1", SECRET) == 2
+    assert statements_per_delivery(client, runtime, endpoint, "evt_rt_2", SECRET) == 1
+    # A duplicate is found by the same statement.
     assert statements_per_delivery(client, runtime, endpoint, "evt_rt_2", SECRET) == 1
     assert rows(runtime) == 2
     assert count(runtime, "SELECT count(*) FROM outbox") == 2
