@@ -141,7 +141,10 @@ def main(smoke: bool, out: Path | None) -> None:
         report.plot(results, plot_path)
         document = docs_dir / "benchmarks.md"
         report.update_document(document, report.markdown(results, plot_path.name))
-        click.echo(f"wrote {json_path}, {document}, {plot_path}")
+        if smoke and out == work_dir / "out":
+            click.echo("smoke run: every scenario ran and was checked; its figures are not kept")
+        else:
+            click.echo(f"wrote {json_path}, {document}, {plot_path}")
         for target in results["targets"]:
             state = "met" if target["met"] else "MISSED"
             click.echo(f"  {state:6} {target['target']}: {target['value']} {target['unit']}")
