@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
@@ -35,6 +37,13 @@ class Unauthorized(HooklatchError):
     reason = "unauthorized"
 
 
+class MethodNotAllowed(HooklatchError):
+    """This endpoint does not answer that method."""
+
+    status_code = 405
+    reason = "method_not_allowed"
+
+
 class BadRequest(HooklatchError):
     """The request cannot be processed as sent."""
 
@@ -47,6 +56,17 @@ class VerificationError(HooklatchError):
 
     status_code = 401
     reason = "bad_signature"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        reason: str | None = None,
+        facts: Mapping[str, object] | None = None,
+    ) -> None:
+        super().__init__(message, reason=reason)
+        # Safe facts for the refusal log (parsed scheme, timestamp skew...): never a secret.
+        self.facts = dict(facts or {})
 
 
 class MalformedRequest(VerificationError):

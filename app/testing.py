@@ -8,6 +8,7 @@ import urllib.request
 from typing import Any
 
 from app.endpoints.service import endpoint_url, get_endpoint
+from app.providers.base import Delivery
 from app.runtime import Runtime
 
 
@@ -21,7 +22,9 @@ def send_signed_sample(
         provider = runtime.provider(endpoint.provider)
     now = runtime.clock()
     headers, body = provider.sample_event(now=now)
-    headers.update(provider.sign(body, secret=secret, now=now))
+    options = dict(endpoint.options or {})
+    delivery = Delivery("POST", url, {k.lower(): v for k, v in headers.items()}, body, options)
+    headers.update(provider.sign(delivery, secret=secret, now=now))
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310
     try:
         with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310

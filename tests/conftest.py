@@ -43,6 +43,7 @@ TABLES = (
     "replays",
     "events",
     "endpoint_secrets",
+    "refusals",
     "endpoints",
     "test_effects",
 )

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, ForeignKey, Integer, LargeBinary, String
+from sqlalchemy import JSON, Boolean, ForeignKey, Integer, LargeBinary, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db import Base, UTCDateTime, utcnow
@@ -18,6 +18,8 @@ class Endpoint(Base):
     provider: Mapped[str] = mapped_column(String(64))
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The provider's options for this endpoint (Provider.options), validated at creation.
+    options: Mapped[dict[str, str] | None] = mapped_column(JSON)
 
     secrets: Mapped[list[EndpointSecret]] = relationship(
         back_populates="endpoint",
@@ -42,3 +44,18 @@ class EndpointSecret(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     endpoint: Mapped[Endpoint] = relationship(back_populates="secrets")
+
+
+class Refusal(Base):
+    """How many deliveries to an endpoint were refused, by reason: "every delivery
+    suddenly fails" after a secret rotation shows here at once."""
+
+    __tablename__ = "refusals"
+
+    endpoint_id: Mapped[str] = mapped_column(
+        ForeignKey("endpoints.id", ondelete="CASCADE"), primary_key=True
+    )
+    reason: Mapped[str] = mapped_column(String(64), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer, default=0)
+    first_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_at: Mapped[datetime] = mapped_column(UTCDateTime)

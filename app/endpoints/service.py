@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import secrets as random_tokens
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cache
+from typing import Any
 
 from sqlalchemy import Connection, Select, bindparam, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from app.crypto import SecretBox
-from app.endpoints.models import Endpoint, EndpointSecret
+from app.endpoints.models import Endpoint, EndpointSecret, Refusal
 from app.errors import BadRequest, NotFound, SecretUnavailable
 from app.providers.base import Provider
 
@@ -24,6 +28,7 @@ class ActiveEndpoint:
     # "3,7": the ids of the secrets above. Storing an event checks them against the
     # database in the same statement, so a cached copy can never outlive a change.
     secret_ids: str = ""
+    options: dict[str, str] = field(default_factory=dict)
 
 
 class EndpointCache:
@@ -67,6 +72,7 @@ def create_endpoint(
     name: str,
     secrets: list[str],
     box: SecretBox,
+    options: Mapping[str, str] | None = None,
 ) -> tuple[Endpoint, list[str]]:
     """Create an endpoint; returns it with its plaintext secrets.
 
@@ -78,7 +84,16 @@ def create_endpoint(
         secrets = [generate_secret()]
     if session.scalar(select(Endpoint.id).where(Endpoint.name == name)) is not None:
         raise BadRequest(f"an endpoint named {name!r} exists already", reason="name_taken")
-    endpoint = Endpoint(id="ep_" + random_tokens.token_hex(10), name=name, provider=provider.name)
+    try:
+        checked = provider.check_options(dict(options or {}))
+    except ValueError as exc:
+        raise BadRequest(str(exc), reason="bad_option") from exc
+    endpoint = Endpoint(
+        id="ep_" + random_tokens.token_hex(10),
+        name=name,
+        provider=provider.name,
+        options=checked or None,
+    )
     session.add(endpoint)
     for secret in secrets:
         add_secret(session, endpoint, secret, box=box)
@@ -122,10 +137,16 @@ def get_endpoint(session: Session, ref: str) -> Endpoint:
 
 
 @cache
-def _active_endpoint_query() -> Select[str, bool, int, bytes]:
+def _active_endpoint_query() -> Select[str, bool, dict[str, str] | None, int, bytes]:
     # Built once: constructing a statement costs more than running this one.
     return (
-        select(Endpoint.provider, Endpoint.enabled, EndpointSecret.id, EndpointSecret.ciphertext)
+        select(
+            Endpoint.provider,
+            Endpoint.enabled,
+            Endpoint.options,
+            EndpointSecret.id,
+            EndpointSecret.ciphertext,
+        )
         .outerjoin(EndpointSecret, EndpointSecret.endpoint_id == Endpoint.id)
         .where(Endpoint.id == bindparam("endpoint_id"))
         .order_by(EndpointSecret.id)
@@ -142,8 +163,39 @@ def active_endpoint(connection: Connection, endpoint_id: str, *, box: SecretBox)
     except ValueError as exc:
         raise SecretUnavailable(str(exc)) from exc
     secret_ids = ",".join(str(row.id) for row in rows if row.id is not None)
-    return ActiveEndpoint(endpoint_id, rows[0].provider, secrets, secret_ids)
+    options = dict(rows[0].options or {})
+    return ActiveEndpoint(endpoint_id, rows[0].provider, secrets, secret_ids, options)
 
 
 def endpoint_url(public_url: str, endpoint: Endpoint) -> str:
     return f"{public_url.rstrip('/')}/hooks/{endpoint.id}"
+
+
+def record_refusal(connection: Connection, endpoint_id: str, reason: str, *, now: datetime) -> None:
+    """Count one refused delivery (one statement: an upsert)."""
+    dialect = connection.dialect.name
+    module: Any = postgresql if dialect == "postgresql" else sqlite
+    statement = module.insert(Refusal).values(
+        endpoint_id=endpoint_id, reason=reason, count=1, first_at=now, last_at=now
+    )
+    connection.execute(
+        statement.on_conflict_do_update(
+            index_elements=["endpoint_id", "reason"],
+            set_={"count": Refusal.count + 1, "last_at": statement.excluded.last_at},
+        )
+    )
+
+
+def refusal_counts(session: Session, endpoint_id: str) -> list[dict[str, Any]]:
+    rows = session.scalars(
+        select(Refusal).where(Refusal.endpoint_id == endpoint_id).order_by(Refusal.reason)
+    ).all()
+    return [
+        {
+            "reason": r.reason,
+            "count": r.count,
+            "first_at": r.first_at.isoformat(),
+            "last_at": r.last_at.isoformat(),
+        }
+        for r in rows
+    ]

@@ -12,10 +12,16 @@ from flask import Blueprint, Response, current_app, request
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from app.endpoints.service import active_endpoint
-from app.errors import ProviderUnavailable, StoreUnavailable, VerificationError
+from app.endpoints.service import active_endpoint, record_refusal
+from app.errors import (
+    MethodNotAllowed,
+    ProviderUnavailable,
+    StoreUnavailable,
+    VerificationError,
+)
 from app.events.service import ACCEPTED, DUPLICATE, EndpointChanged, Recorded, record_events
 from app.logs import bind
+from app.providers.base import Delivery, Provider
 from app.runtime import Runtime
 
 bp = Blueprint("events", __name__)
@@ -34,7 +40,13 @@ def receive(endpoint_id: str) -> Any:
     body = request.get_data(cache=False)  # 413 before reading when over the limit
     headers = {name.lower(): value for name, value in request.headers.items()}
     with bind(endpoint_id=endpoint_id):
-        outcome = _with_store(runtime, partial(_ingest, runtime, endpoint_id, headers, body))
+        try:
+            outcome = _with_store(
+                runtime, partial(_ingest, runtime, endpoint_id, _url(runtime), headers, body)
+            )
+        except VerificationError as exc:
+            _refused(runtime, endpoint_id, exc, headers, body)
+            raise
     if isinstance(outcome, Response):
         return outcome
     accepted = any(item.status == ACCEPTED for item in outcome)
@@ -46,9 +58,51 @@ def receive(endpoint_id: str) -> Any:
     }
 
 
+@bp.get("/hooks/<endpoint_id>")
+def challenge(endpoint_id: str) -> Any:
+    """An unsigned GET handshake (Meta's hub.challenge), if the provider has one."""
+    runtime = current_runtime()
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    with bind(endpoint_id=endpoint_id):
+
+        def answer(connection: Connection) -> Response | None:
+            endpoint = active_endpoint(connection, endpoint_id, box=runtime.box)
+            provider = _provider(runtime, endpoint.provider)
+            delivery = Delivery("GET", _url(runtime), headers, b"", endpoint.options)
+            response = provider.challenge(delivery, secrets=endpoint.secrets)
+            if response is None:
+                return None
+            return Response(
+                response.body, status=response.status, content_type=response.content_type
+            )
+
+        try:
+            response = _with_store(runtime, answer)
+        except VerificationError as exc:
+            _refused(runtime, endpoint_id, exc, headers, b"")
+            raise
+    if response is None:
+        raise MethodNotAllowed("this endpoint takes POST deliveries only")
+    return response
+
+
+def _url(runtime: Runtime) -> str:
+    """The URL the provider called: the public base URL, the path and the query string."""
+    query = request.query_string.decode("latin-1")
+    return runtime.settings.public_url + request.path + (f"?{query}" if query else "")
+
+
+def _provider(runtime: Runtime, name: str) -> Provider:
+    try:
+        return runtime.provider(name)
+    except LookupError as exc:
+        raise ProviderUnavailable(str(exc)) from exc
+
+
 def _ingest(
     runtime: Runtime,
     endpoint_id: str,
+    url: str,
     headers: dict[str, str],
     body: bytes,
     connection: Connection,
@@ -61,7 +115,7 @@ def _ingest(
     trip; anything a cached copy could get wrong (a signature it refuses, a handshake,
     an endpoint changed since) is done again from the database before answering.
     """
-    again = partial(_ingest, runtime, endpoint_id, headers, body, connection, reads=reads + 1)
+    again = partial(_ingest, runtime, endpoint_id, url, headers, body, connection, reads=reads + 1)
     cache = None if reads else runtime.endpoints
     endpoint = cache.get(endpoint_id) if cache is not None else None
     if endpoint is None:
@@ -69,18 +123,15 @@ def _ingest(
         endpoint = active_endpoint(connection, endpoint_id, box=runtime.box)
         if runtime.endpoints is not None:
             runtime.endpoints.put(endpoint)
+    provider = _provider(runtime, endpoint.provider)
+    delivery = Delivery("POST", url, headers, body, endpoint.options)
     try:
-        provider = runtime.provider(endpoint.provider)
-    except LookupError as exc:
-        raise ProviderUnavailable(str(exc)) from exc
-    try:
-        provider.verify(headers, body, secrets=endpoint.secrets, now=runtime.clock())
-    except VerificationError as exc:
+        provider.verify(delivery, secrets=endpoint.secrets, now=runtime.clock())
+    except VerificationError:
         if cache is not None:
             return again()
-        _log_refusal(exc, headers, body)
         raise
-    handshake = provider.handshake(headers, body)
+    handshake = provider.handshake(delivery)
     if handshake is not None:
         if cache is not None:
             return again()
@@ -91,7 +142,7 @@ def _ingest(
         return record_events(
             connection,
             endpoint=endpoint,
-            incoming=provider.parse(headers, body),
+            incoming=provider.parse(delivery),
             headers=headers,
             body=body,
             now=runtime.clock(),
@@ -102,6 +153,33 @@ def _ingest(
         if reads >= 2:  # changed between each of our reads and writes: let the sender retry
             raise StoreUnavailable("the endpoint is being changed; retry") from exc
         return again()
+
+
+def _refused(
+    runtime: Runtime,
+    endpoint_id: str,
+    exc: VerificationError,
+    headers: dict[str, str],
+    body: bytes,
+) -> None:
+    """Log a refusal with safe facts only (never a secret, never the body), and count it
+    by endpoint and reason. Counting is best effort: it never changes the answer."""
+    facts = "".join(f"; {key} {value}" for key, value in sorted(exc.facts.items()))
+    log.warning(
+        "refused delivery: %s (%s); headers present: %s; body %d bytes sha256 %s%s",
+        exc.reason,
+        exc.message,
+        ",".join(sorted(headers)),
+        len(body),
+        hashlib.sha256(body).hexdigest()[:16],
+        facts,
+        extra={"reason": exc.reason},
+    )
+    try:
+        with runtime.ingest_connection() as connection:
+            record_refusal(connection, endpoint_id, exc.reason, now=runtime.clock())
+    except SQLAlchemyError as error:  # an unknown endpoint (no row to count on), or no DB
+        log.debug("refusal not counted: %s", type(error).__name__)
 
 
 def _with_store(runtime: Runtime, work: Callable[[Connection], T]) -> T:
@@ -125,19 +203,6 @@ def _with_store(runtime: Runtime, work: Callable[[Connection], T]) -> T:
             log.error("store unavailable, answered 503: %s", type(exc).__name__)
             raise StoreUnavailable() from exc
     raise AssertionError("unreachable")
-
-
-def _log_refusal(exc: VerificationError, headers: dict[str, str], body: bytes) -> None:
-    # Safe facts only: never a secret, never the body.
-    log.warning(
-        "refused delivery: %s (%s); headers present: %s; body %d bytes sha256 %s",
-        exc.reason,
-        exc.message,
-        ",".join(sorted(headers)),
-        len(body),
-        hashlib.sha256(body).hexdigest()[:16],
-        extra={"reason": exc.reason},
-    )
 
 
 @bp.get("/healthz")

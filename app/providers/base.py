@@ -1,17 +1,21 @@
-"""The provider plugin contract.
+"""The provider plugin contract (docs/plugins.md).
 
 A provider is a class registered under the entry-point group
 ``hooklatch.providers``. hooklatch instantiates it once at start and calls:
 
-- ``verify(headers, body, *, secrets, now)``: pure; raises VerificationError
+- ``verify(delivery, *, secrets, now)``: pure; raises VerificationError
   (or MalformedRequest) with a machine reason, returns None when any of the
   endpoint's active secrets verifies the exact bytes received.
-- ``parse(headers, body)``: the events in the request (dedupe key, type, time).
-- ``handshake(headers, body)``: an answer for a registration handshake, or None;
-  called only after ``verify`` passed.
-- ``sign(body, *, secret, now)``: headers that make a valid test delivery.
+- ``parse(delivery)``: the events in the request (dedupe key, type, time); a
+  request may carry several.
+- ``handshake(delivery)``: an answer for a registration handshake sent as a
+  POST, or None; called only after ``verify`` passed.
+- ``challenge(delivery, *, secrets)``: an answer to an unsigned GET handshake
+  (Meta's ``hub.challenge``), or None (the GET is refused).
+- ``sign(delivery, *, secret, now)``: headers that make a valid test delivery.
 
-``headers`` is a mapping with lower-case names. ``body`` is the raw bytes.
+A ``Delivery`` carries the method, the public URL the provider called, headers
+with lower-case names, the raw body bytes, and the endpoint's options.
 """
 
 from __future__ import annotations
@@ -19,11 +23,32 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
+from urllib.parse import parse_qs, urlsplit
 
 from app.errors import MalformedRequest, VerificationError
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One request as a provider sees it."""
+
+    method: str
+    # The URL the provider called, as it called it: HOOKLATCH_PUBLIC_URL plus path and
+    # query, so a signature over the URL (Twilio, Square) holds behind a proxy.
+    url: str
+    headers: Mapping[str, str]  # lower-case names
+    body: bytes
+    options: Mapping[str, str] = field(default_factory=dict)  # the endpoint's, validated
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+    @property
+    def query(self) -> dict[str, str]:
+        return {key: values[0] for key, values in parse_qs(urlsplit(self.url).query).items()}
 
 
 @dataclass(frozen=True)
@@ -48,19 +73,23 @@ class Provider:
     generates_secret: ClassVar[bool] = False
     # Largest clock difference accepted, where the provider signs a timestamp.
     tolerance: ClassVar[timedelta] = timedelta(minutes=5)
+    # Options an endpoint of this provider may set (`endpoints add --option k=v`):
+    # name -> what it means. ``check_options`` validates them.
+    options: ClassVar[Mapping[str, str]] = {}
 
-    def verify(
-        self,
-        headers: Mapping[str, str],
-        body: bytes,
-        *,
-        secrets: Sequence[str],
-        now: datetime,
-    ) -> None:
+    def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
         raise NotImplementedError
 
-    def parse(self, headers: Mapping[str, str], body: bytes) -> list[IncomingEvent]:
+    def parse(self, delivery: Delivery) -> list[IncomingEvent]:
         raise NotImplementedError
+
+    def check_options(self, options: Mapping[str, str]) -> dict[str, str]:
+        """The options to store for a new endpoint; raise ValueError naming a bad one."""
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            known = ", ".join(sorted(self.options)) or "none"
+            raise ValueError(f"{self.name} has no option {unknown[0]!r} (options: {known})")
+        return dict(options)
 
     def payload(self, headers: Mapping[str, str], body: bytes) -> Any:
         """The body as handlers see it (``event.payload``); JSON by default."""
@@ -69,10 +98,13 @@ class Provider:
         except ValueError:
             return None
 
-    def handshake(self, headers: Mapping[str, str], body: bytes) -> HandshakeResponse | None:
+    def handshake(self, delivery: Delivery) -> HandshakeResponse | None:
         return None
 
-    def sign(self, body: bytes, *, secret: str, now: datetime) -> dict[str, str]:
+    def challenge(self, delivery: Delivery, *, secrets: Sequence[str]) -> HandshakeResponse | None:
+        return None
+
+    def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         raise NotImplementedError
 
     def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
@@ -80,8 +112,8 @@ class Provider:
         raise NotImplementedError
 
 
-def require_header(headers: Mapping[str, str], name: str) -> str:
-    value = headers.get(name.lower())
+def require_header(delivery: Delivery, name: str) -> str:
+    value = delivery.header(name)
     if not value:
         raise MalformedRequest(f"missing header {name}", reason="missing_header")
     return value
@@ -105,16 +137,19 @@ def any_digest_matches(expected: Sequence[bytes | str], received: Sequence[bytes
 
 def check_timestamp(timestamp: int, *, now: datetime, tolerance: timedelta) -> None:
     skew = now.timestamp() - timestamp
+    facts = {"timestamp_skew_seconds": round(skew, 1)}
     if skew > tolerance.total_seconds():
         raise VerificationError(
             f"timestamp is {int(skew)} s old (tolerance {int(tolerance.total_seconds())} s)",
             reason="stale_timestamp",
+            facts=facts,
         )
     if -skew > tolerance.total_seconds():
         raise VerificationError(
             f"timestamp is {int(-skew)} s in the future (tolerance "
             f"{int(tolerance.total_seconds())} s)",
             reason="future_timestamp",
+            facts=facts,
         )
 
 

@@ -13,6 +13,7 @@ from urllib.parse import parse_qs
 
 from app.errors import MalformedRequest, VerificationError
 from app.providers.base import (
+    Delivery,
     IncomingEvent,
     Provider,
     any_digest_matches,
@@ -34,30 +35,24 @@ class GitHubProvider(Provider):
     retry_window = timedelta(days=3)
     generates_secret = True
 
-    def verify(
-        self,
-        headers: Mapping[str, str],
-        body: bytes,
-        *,
-        secrets: Sequence[str],
-        now: datetime,
-    ) -> None:
-        signature = require_header(headers, "X-Hub-Signature-256")
+    def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
+        signature = require_header(delivery, "X-Hub-Signature-256")
         if not signature.startswith(PREFIX):
             raise MalformedRequest(
                 "X-Hub-Signature-256 must start with sha256=", reason="malformed_header"
             )
         require_secrets(secrets)
-        if not any_digest_matches([_signature(s, body) for s in secrets], [signature]):
+        expected = [_signature(s, delivery.body) for s in secrets]
+        if not any_digest_matches(expected, [signature]):
             raise VerificationError("the signature matches no active secret")
 
-    def parse(self, headers: Mapping[str, str], body: bytes) -> list[IncomingEvent]:
-        delivery = require_header(headers, "X-GitHub-Delivery")
-        event = require_header(headers, "X-GitHub-Event")
-        payload = json_object(self._json_bytes(headers, body))
+    def parse(self, delivery: Delivery) -> list[IncomingEvent]:
+        delivery_id = require_header(delivery, "X-GitHub-Delivery")
+        event = require_header(delivery, "X-GitHub-Event")
+        payload = json_object(self._json_bytes(delivery.headers, delivery.body))
         action = payload.get("action")
         event_type = f"{event}.{action}" if isinstance(action, str) and action else event
-        return [IncomingEvent(external_id=delivery, type=event_type)]
+        return [IncomingEvent(external_id=delivery_id, type=event_type)]
 
     def payload(self, headers: Mapping[str, str], body: bytes) -> Any:
         try:
@@ -79,8 +74,8 @@ class GitHubProvider(Provider):
             raise MalformedRequest("form body has no payload field", reason="malformed_body")
         return fields["payload"][0].encode()
 
-    def sign(self, body: bytes, *, secret: str, now: datetime) -> dict[str, str]:
-        return {"X-Hub-Signature-256": _signature(secret, body)}
+    def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
+        return {"X-Hub-Signature-256": _signature(secret, delivery.body)}
 
     def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
         payload = {

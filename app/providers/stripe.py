@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from app.errors import MalformedRequest, VerificationError
 from app.providers.base import (
+    Delivery,
     IncomingEvent,
     Provider,
     any_digest_matches,
@@ -30,18 +31,11 @@ class StripeProvider(Provider):
     name = "stripe"
     retry_window = timedelta(days=3)
 
-    def verify(
-        self,
-        headers: Mapping[str, str],
-        body: bytes,
-        *,
-        secrets: Sequence[str],
-        now: datetime,
-    ) -> None:
-        header = require_header(headers, "Stripe-Signature")
+    def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
+        header = require_header(delivery, "Stripe-Signature")
         timestamp, signatures = self._parse_header(header)
         require_secrets(secrets)
-        expected = [_signature(secret, timestamp, body) for secret in secrets]
+        expected = [_signature(secret, timestamp, delivery.body) for secret in secrets]
         if not any_digest_matches(expected, signatures):
             raise VerificationError("no v1 signature matches an active secret")
         check_timestamp(timestamp, now=now, tolerance=self.tolerance)
@@ -66,8 +60,8 @@ class StripeProvider(Provider):
             )
         return timestamp, signatures
 
-    def parse(self, headers: Mapping[str, str], body: bytes) -> list[IncomingEvent]:
-        payload = json_object(body)
+    def parse(self, delivery: Delivery) -> list[IncomingEvent]:
+        payload = json_object(delivery.body)
         event_id, event_type = payload.get("id"), payload.get("type")
         if not isinstance(event_id, str) or not event_id or not isinstance(event_type, str):
             raise MalformedRequest(
@@ -77,9 +71,10 @@ class StripeProvider(Provider):
         occurred_at = datetime.fromtimestamp(created, UTC) if isinstance(created, int) else None
         return [IncomingEvent(external_id=event_id, type=event_type, occurred_at=occurred_at)]
 
-    def sign(self, body: bytes, *, secret: str, now: datetime) -> dict[str, str]:
+    def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         timestamp = int(now.timestamp())
-        return {"Stripe-Signature": f"t={timestamp},v1={_signature(secret, timestamp, body)}"}
+        signature = _signature(secret, timestamp, delivery.body)
+        return {"Stripe-Signature": f"t={timestamp},v1={signature}"}
 
     def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
         stamp = int(now.timestamp())
