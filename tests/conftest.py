@@ -145,7 +145,9 @@ def client(app):
     return app.test_client()
 
 
-def make_endpoint(runtime, provider="stripe", *, name=None, secrets=("whsec_test_secret",)):
+def make_endpoint(
+    runtime, provider="stripe", *, name=None, secrets=("whsec_test_secret",), options=None
+):
     with runtime.session_factory.begin() as session:
         endpoint, plain = create_endpoint(
             session,
@@ -153,6 +155,7 @@ def make_endpoint(runtime, provider="stripe", *, name=None, secrets=("whsec_test
             name=name or f"{provider}-{uuid.uuid4().hex[:6]}",
             secrets=list(secrets),
             box=runtime.box,
+            options=options,
         )
         return endpoint.id, plain
 
