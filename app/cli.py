@@ -124,7 +124,7 @@ def endpoints() -> None:
 
 
 def _endpoint_json(runtime: Any, endpoint: Any, secrets: list[str] | None = None) -> dict[str, Any]:
-    from app.endpoints.service import endpoint_url
+    from app.endpoints.service import endpoint_url, shown_options
 
     data: dict[str, Any] = {
         "id": endpoint.id,
@@ -136,6 +136,7 @@ def _endpoint_json(runtime: Any, endpoint: Any, secrets: list[str] | None = None
             {"id": s.id, "fingerprint": s.fingerprint, "created_at": s.created_at.isoformat()}
             for s in endpoint.secrets
         ],
+        "options": shown_options(endpoint.options),
     }
     if secrets is not None:
         data["secret_values"] = secrets
@@ -146,11 +147,23 @@ def _endpoint_json(runtime: Any, endpoint: Any, secrets: list[str] | None = None
 @click.argument("provider")
 @click.option("--name", required=True, help="A unique name for the endpoint.")
 @click.option("--secret", "secrets", multiple=True, help="Signing secret; repeat for several.")
+@click.option(
+    "--option",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A provider option (see docs/plugins.md); repeat for several.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (id, url, secrets).")
 @click.pass_context
 @friendly
 def endpoints_add(
-    ctx: click.Context, provider: str, name: str, secrets: tuple[str, ...], as_json: bool
+    ctx: click.Context,
+    provider: str,
+    name: str,
+    secrets: tuple[str, ...],
+    options: tuple[str, ...],
+    as_json: bool,
 ) -> None:
     """Create an endpoint and print the URL to give PROVIDER."""
     from app.endpoints.service import create_endpoint
@@ -159,7 +172,12 @@ def endpoints_add(
     plugin = runtime.provider(provider)
     with runtime.session_factory.begin() as session:
         endpoint, plain = create_endpoint(
-            session, provider=plugin, name=name, secrets=list(secrets), box=runtime.box
+            session,
+            provider=plugin,
+            name=name,
+            secrets=list(secrets),
+            box=runtime.box,
+            options=_key_values(options),
         )
         generated = not secrets
         data = _endpoint_json(runtime, endpoint, plain if generated and plain else None)
@@ -175,6 +193,16 @@ def endpoints_add(
             f"no secret yet: deliveries are refused until you add the one {provider} shows "
             f"for this URL:\n    hooklatch endpoints secrets add {data['id']} --secret ..."
         )
+
+
+def _key_values(pairs: tuple[str, ...]) -> dict[str, str]:
+    result = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--option")
+        result[key] = value
+    return result
 
 
 @endpoints.command("list")
@@ -203,13 +231,16 @@ def endpoints_list(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 @friendly
 def endpoints_show(ctx: click.Context, endpoint: str, reveal: bool) -> None:
-    from app.endpoints.service import get_endpoint
+    """The endpoint, its secrets' fingerprints, and its refused deliveries by reason."""
+    from app.endpoints.service import get_endpoint, refusal_counts
 
     runtime = _runtime(ctx)
     with runtime.session_factory() as session:
         row = get_endpoint(session, endpoint)
         secrets = [runtime.box.decrypt(s.ciphertext) for s in row.secrets] if reveal else None
-        _echo_json(_endpoint_json(runtime, row, secrets))
+        data = _endpoint_json(runtime, row, secrets)
+        data["refused"] = refusal_counts(session, row.id)
+        _echo_json(data)
 
 
 @endpoints.command("disable")

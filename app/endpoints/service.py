@@ -57,6 +57,24 @@ class EndpointCache:
         self._entries.pop(endpoint_id, None)
 
 
+ENCRYPTED = "fernet:"
+
+
+def decrypt_options(options: Mapping[str, str] | None, box: SecretBox) -> dict[str, str]:
+    return {
+        key: box.decrypt(value[len(ENCRYPTED) :].encode()) if value.startswith(ENCRYPTED) else value
+        for key, value in (options or {}).items()
+    }
+
+
+def shown_options(options: Mapping[str, str] | None) -> dict[str, str]:
+    """Options as `endpoints show` prints them: secret ones masked."""
+    return {
+        key: "(secret)" if value.startswith(ENCRYPTED) else value
+        for key, value in (options or {}).items()
+    }
+
+
 def fingerprint(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()[:12]
 
@@ -88,11 +106,15 @@ def create_endpoint(
         checked = provider.check_options(dict(options or {}))
     except ValueError as exc:
         raise BadRequest(str(exc), reason="bad_option") from exc
+    stored = {
+        key: ENCRYPTED + box.encrypt(value).decode() if key in provider.secret_options else value
+        for key, value in checked.items()
+    }
     endpoint = Endpoint(
         id="ep_" + random_tokens.token_hex(10),
         name=name,
         provider=provider.name,
-        options=checked or None,
+        options=stored or None,
     )
     session.add(endpoint)
     for secret in secrets:
@@ -163,7 +185,10 @@ def active_endpoint(connection: Connection, endpoint_id: str, *, box: SecretBox)
     except ValueError as exc:
         raise SecretUnavailable(str(exc)) from exc
     secret_ids = ",".join(str(row.id) for row in rows if row.id is not None)
-    options = dict(rows[0].options or {})
+    try:
+        options = decrypt_options(rows[0].options, box)
+    except ValueError as exc:
+        raise SecretUnavailable(str(exc)) from exc
     return ActiveEndpoint(endpoint_id, rows[0].provider, secrets, secret_ids, options)
 
 

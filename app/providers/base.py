@@ -76,6 +76,9 @@ class Provider:
     # Options an endpoint of this provider may set (`endpoints add --option k=v`):
     # name -> what it means. ``check_options`` validates them.
     options: ClassVar[Mapping[str, str]] = {}
+    # Those of the options that are secrets (Meta's verify token): stored encrypted like
+    # the endpoint's secrets, never printed.
+    secret_options: ClassVar[frozenset[str]] = frozenset()
 
     def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
         raise NotImplementedError

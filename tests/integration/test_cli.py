@@ -1,6 +1,7 @@
 """The `hooklatch` command: endpoints, secrets rotation, events and replay."""
 
 import json
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -158,3 +159,32 @@ def test_missing_secret_keys_with_a_database_url_fails_fast(settings):
     )
     assert result.exit_code == 1
     assert "HOOKLATCH_SECRET_KEYS is required" in result.output
+
+
+def test_refused_deliveries_are_counted_by_reason_in_endpoints_show(cli, client, caplog):
+    created = json.loads(
+        cli(
+            "endpoints", "add", "stripe", "--name", "counted", "--secret", "whsec_a", "--json"
+        ).output
+    )
+    body = stripe_event("evt_counted")
+    for _ in range(3):  # signed with a secret the endpoint does not have
+        headers = stripe_headers(body, "whsec_rotated_away")
+        assert client.post(f"/hooks/{created['id']}", data=body, headers=headers).status_code == 401
+    stale = stripe_headers(body, "whsec_a", timestamp=int(time.time()) - 3600)
+    assert client.post(f"/hooks/{created['id']}", data=body, headers=stale).status_code == 401
+
+    shown = json.loads(cli("endpoints", "show", "counted").output)
+    assert {r["reason"]: r["count"] for r in shown["refused"]} == {
+        "bad_signature": 3,
+        "stale_timestamp": 1,
+    }
+    logged = [r.getMessage() for r in caplog.records if "refused delivery" in r.getMessage()]
+    assert any("timestamp_skew_seconds 36" in line for line in logged), logged
+    assert all("whsec_a" not in line and "whsec_rotated_away" not in line for line in logged)
+
+
+def test_an_unknown_provider_option_is_refused_by_name(cli):
+    result = cli("endpoints", "add", "stripe", "--name", "opt", "--option", "colour=red", ok=False)
+    assert result.exit_code == 1
+    assert "stripe has no option 'colour'" in result.output
