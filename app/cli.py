@@ -455,5 +455,31 @@ def _wait_for_event(runtime: Any, event_id: int, *, timeout: float) -> str:
     return status
 
 
+@main.command("providers")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def providers_list(ctx: click.Context, as_json: bool) -> None:
+    """The installed provider plugins, checked as at start."""
+    runtime = _runtime(ctx)
+    rows = [
+        {
+            "name": name,
+            "class": f"{type(p).__module__}.{type(p).__qualname__}",
+            "retry_window_days": p.retry_window.total_seconds() / 86400,
+            "options": dict(p.options),
+        }
+        for name, p in sorted(runtime.providers.items())
+    ]
+    if as_json:
+        _echo_json(rows)
+        return
+    for row in rows:
+        options = ", ".join(row["options"]) or "-"
+        click.echo(
+            f"{row['name']:<18} retry window {row['retry_window_days']:g} d   options: {options}"
+            f"   ({row['class']})"
+        )
+
+
 if __name__ == "__main__":
     main()

@@ -19,7 +19,7 @@ from app.endpoints.service import EndpointCache
 from app.handlers import Router, default_router, import_handler_modules
 from app.providers import load_providers
 from app.providers.base import Provider
-from app.settings import Settings
+from app.settings import Settings, check_retention
 
 
 @dataclass
@@ -86,6 +86,8 @@ def build_runtime(
     if router is None:
         import_handler_modules(settings.handlers)
         router = default_router
+    providers = load_providers()
+    check_retention(settings, providers)
     engine = make_engine(settings.sqlalchemy_url)
     ingest_engine = None
     if is_postgres(engine):
@@ -100,7 +102,7 @@ def build_runtime(
         settings=settings,
         engine=engine,
         session_factory=make_session_factory(engine),
-        providers=load_providers(),
+        providers=providers,
         router=router,
         box=SecretBox(settings.secret_keys),
         clock=clock,

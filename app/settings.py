@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from cryptography.fernet import Fernet
 
@@ -94,6 +96,9 @@ class Settings:
     # job keeps dying before it can record an attempt.
     dispatch_grace_seconds: float = 10.0
     start_dispatcher: bool = True
+    # How long an event's dedupe key is kept. Refused at start when shorter than an
+    # installed provider's retry window (a late retry would be stored a second time).
+    dedupe_retention_days: float = 30.0
     # Server-side prepared statements on ingest connections. Turn off behind a pooler
     # in transaction mode (PgBouncer before 1.21), where a session's statements vanish.
     prepare_statements: bool = True
@@ -120,6 +125,9 @@ class Settings:
             ),
             relay_poll_seconds=_float(env, "HOOKLATCH_RELAY_POLL_SECONDS", cls.relay_poll_seconds),
             prepare_statements=_flag(env, "HOOKLATCH_PREPARE_STATEMENTS", True),
+            dedupe_retention_days=_float(
+                env, "HOOKLATCH_DEDUPE_RETENTION_DAYS", cls.dedupe_retention_days
+            ),
             sweep_interval_seconds=_float(
                 env, "HOOKLATCH_SWEEP_INTERVAL_SECONDS", cls.sweep_interval_seconds
             ),
@@ -169,3 +177,17 @@ class Settings:
             with os.fdopen(fd, "w") as handle:
                 handle.write(Fernet.generate_key().decode())
         return replace(self, secret_keys=(key_file.read_text().strip(),))
+
+
+def check_retention(settings: Settings, providers: Mapping[str, Any]) -> None:
+    """Dedupe keys must outlive every installed provider's retries."""
+    retention = timedelta(days=settings.dedupe_retention_days)
+    for name, provider in sorted(providers.items()):
+        window: timedelta = provider.retry_window
+        if retention < window:
+            raise SettingsError(
+                f"HOOKLATCH_DEDUPE_RETENTION_DAYS={settings.dedupe_retention_days:g} is shorter "
+                f"than provider {name!r}'s retry window ({window.total_seconds() / 86400:g} "
+                "days): a retry arriving after its event's dedupe key was removed would be "
+                "stored and handled a second time"
+            )

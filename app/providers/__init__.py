@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+from datetime import timedelta
 from importlib.metadata import entry_points
+from typing import Any
 
 from app.providers.base import Provider
 
@@ -39,10 +42,33 @@ def load_providers() -> dict[str, Provider]:
     return providers
 
 
+# How hooklatch calls each method: a plugin whose method cannot take these is refused at
+# start rather than failing on its first delivery.
+CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
+    "verify": ((None,), {"secrets": (), "now": None}),
+    "parse": ((None,), {}),
+    "handshake": ((None,), {}),
+    "challenge": ((None,), {"secrets": ()}),
+}
+
+
 def validate(factory: object, *, origin: str) -> Provider:
-    instance = factory() if isinstance(factory, type) else factory
+    try:
+        instance = factory() if isinstance(factory, type) else factory
+    except Exception as exc:
+        raise PluginError(f"provider plugin {origin!r} failed to start: {exc}") from exc
     for method in REQUIRED:
         attr = getattr(type(instance), method, None)
         if not callable(attr) or attr is getattr(Provider, method):
             raise PluginError(f"provider plugin {origin!r} does not implement {method}()")
+    for method, (args, kwargs) in CALLS.items():
+        try:
+            inspect.signature(getattr(instance, method)).bind(*args, **kwargs)
+        except (TypeError, ValueError) as exc:
+            raise PluginError(
+                f"provider plugin {origin!r}: {method}() does not take the arguments "
+                f"hooklatch passes ({exc}); see docs/plugins.md"
+            ) from exc
+    if not isinstance(getattr(instance, "retry_window", None), timedelta):
+        raise PluginError(f"provider plugin {origin!r}: retry_window must be a timedelta")
     return instance  # type: ignore[return-value]

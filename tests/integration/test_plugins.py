@@ -1,0 +1,119 @@
+"""Plugins are found through entry points and checked at start; a broken one is named."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+PLUGIN = """
+from datetime import timedelta
+from app.providers.base import IncomingEvent, Provider
+
+
+class NoParse(Provider):
+    name = "acme"
+
+    def verify(self, delivery, *, secrets, now):
+        pass
+
+
+class OldStyle(Provider):
+    name = "acme"
+
+    def verify(self, headers, body, secrets, now):
+        pass
+
+    def parse(self, delivery):
+        return []
+
+
+class Acme(Provider):
+    name = "acme"
+    retry_window = timedelta(days=1)
+
+    def verify(self, delivery, *, secrets, now):
+        pass
+
+    def parse(self, delivery):
+        return []
+
+
+class Stripeish(Provider):
+    name = "stripe"
+
+    def verify(self, delivery, *, secrets, now):
+        pass
+
+    def parse(self, delivery):
+        return []
+"""
+
+
+def start_with_plugin(tmp_path, entry_point, **env):
+    """Run a command that loads the providers, with one extra installed distribution."""
+    site = tmp_path / "site"
+    dist = site / "acme_hooks-0.1.dist-info"
+    dist.mkdir(parents=True, exist_ok=True)
+    (site / "acme_hooks.py").write_text(PLUGIN)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-hooks\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[hooklatch.providers]\n{entry_point}\n")
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", "providers"],
+        cwd=tmp_path,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": f"{site}:{ROOT}",
+            "HOOKLATCH_INSTANCE_PATH": str(tmp_path / "instance"),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry_point", "message"),
+    [
+        ("acme = acme_hooks:NoParse", "'acme = acme_hooks:NoParse' does not implement parse()"),
+        ("acme = acme_hooks:OldStyle", "'acme = acme_hooks:OldStyle': verify() does not take"),
+        ("stripe = acme_hooks:Stripeish", "provider name 'stripe' is registered twice"),
+        ("acme = acme_hooks:Missing", "'acme = acme_hooks:Missing' failed to import"),
+    ],
+)
+def test_a_broken_plugin_stops_the_start_with_a_message_naming_it(tmp_path, entry_point, message):
+    result = start_with_plugin(tmp_path, entry_point)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert message in result.stderr, result.stderr
+
+
+def test_a_dedupe_retention_shorter_than_a_retry_window_is_refused_at_start(tmp_path):
+    result = start_with_plugin(
+        tmp_path, "acme = acme_hooks:Acme", HOOKLATCH_DEDUPE_RETENTION_DAYS="2"
+    )
+    assert result.returncode == 1
+    assert "HOOKLATCH_DEDUPE_RETENTION_DAYS=2 is shorter than provider" in result.stderr
+    assert "retry window (3 days)" in result.stderr
+
+
+def test_a_valid_plugin_is_listed_and_its_retry_window_is_respected(tmp_path):
+    listed = start_with_plugin(tmp_path, "acme = acme_hooks:Acme")
+    assert listed.returncode == 0, listed.stderr
+    assert "acme_hooks.Acme" in listed.stdout
+    result = start_with_plugin(
+        tmp_path, "acme = acme_hooks:Acme", HOOKLATCH_DEDUPE_RETENTION_DAYS="3"
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_settings_name_the_retention_variable():
+    from app.settings import Settings, SettingsError, check_retention
+
+    class Slow:
+        retry_window = __import__("datetime").timedelta(days=7)
+
+    with pytest.raises(SettingsError, match="provider 'slow'"):
+        check_retention(Settings(dedupe_retention_days=3), {"slow": Slow()})
+    check_retention(Settings(dedupe_retention_days=7), {"slow": Slow()})
