@@ -25,7 +25,7 @@ run: install
 
 lint: install-dev
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check app workers migrations tests bench
+	$(BIN)/ruff format --check app workers migrations tests bench examples
 	$(BIN)/mypy
 
 test: lint

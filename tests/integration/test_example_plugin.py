@@ -1,0 +1,90 @@
+"""The example third-party plugin, installed with pip, is discovered and receives events."""
+
+import hashlib
+import hmac
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+import requests
+
+from tests.conftest import ROOT, count, hooklatch_cmd, process_env, start_gunicorn
+
+PACKAGE = ROOT / "examples" / "hooklatch-acme"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """`pip install` the package into a folder of its own (not this environment)."""
+    site = tmp_path_factory.mktemp("acme-site")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            str(site),
+            str(PACKAGE),
+        ],
+        check=True,
+        timeout=300,
+    )
+    return site
+
+
+@pytest.mark.slow
+def test_the_plugins_own_tests_pass_the_conformance_kit(installed):
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=PACKAGE,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{installed}:{ROOT}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "11 passed" in result.stdout, result.stdout
+
+
+@pytest.mark.slow
+def test_an_installed_plugin_receives_events_through_gunicorn(
+    installed, procs, proc_settings, runtime
+):
+    pythonpath = f"{installed}:{ROOT}"
+    env = process_env(proc_settings, PYTHONPATH=pythonpath)
+    created = subprocess.run(
+        hooklatch_cmd(
+            "endpoints", "add", "acme", "--name", "shop", "--secret", "acme-key", "--json"
+        ),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert created.returncode == 0, created.stderr
+    endpoint = json.loads(created.stdout)["id"]
+    base, _ = start_gunicorn(procs, proc_settings, PYTHONPATH=pythonpath)
+
+    body = json.dumps({"id": "acme_evt_1", "kind": "order.shipped", "at": 1700000000}).encode()
+    timestamp = int(time.time())
+    # Acme's scheme, computed here independently of the plugin's code.
+    digest = hmac.new(b"acme-key", b"%d." % timestamp + body, hashlib.sha256).hexdigest()
+    headers = {
+        "Content-Type": "application/json",
+        "X-Acme-Timestamp": str(timestamp),
+        "X-Acme-Signature": f"v1={digest}",
+    }
+    response = requests.post(f"{base}/hooks/{endpoint}", data=body, headers=headers, timeout=10)
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "accepted"
+    stored = "SELECT count(*) FROM events WHERE provider = 'acme' AND external_id = 'acme_evt_1'"
+    assert count(runtime, stored) == 1
+
+    headers["X-Acme-Signature"] = "v1=" + "0" * 64
+    refused = requests.post(f"{base}/hooks/{endpoint}", data=body, headers=headers, timeout=10)
+    assert (refused.status_code, refused.json()["error"]) == (401, "bad_signature")
