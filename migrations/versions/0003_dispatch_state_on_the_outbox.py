@@ -33,7 +33,8 @@ def upgrade() -> None:
         sqlite_where=sa.text("job_id IS NULL"),
     )
     for table in ("events", "replays"):
-        with op.batch_alter_table(table) as batch:
+        # ALTER TABLE ... DROP COLUMN (SQLite 3.35+), not a rebuild of the table.
+        with op.batch_alter_table(table, recreate="never") as batch:
             batch.drop_column("job_id")
             batch.drop_column("dispatched_at")
 

@@ -49,3 +49,37 @@ def _triggers(url: str) -> int:
 
 def test_migrations_upgrade_an_empty_sqlite_database_with_no_drift(tmp_path):
     _assert_upgrades_without_drift(f"sqlite:///{tmp_path / 'empty.sqlite3'}")
+
+
+SEED = [
+    "INSERT INTO endpoints (id, name, provider, enabled, created_at) "
+    "VALUES ('ep_1', 'one', 'stripe', 1, '2026-01-01')",
+    "INSERT INTO events (id, endpoint_id, provider, external_id, type, received_at, status, "
+    "attempts, body_sha256, mismatched_duplicates) "
+    "VALUES (1, 'ep_1', 'stripe', 'evt_1', 'invoice.paid', '2026-01-01', 'pending', 1, 'x', 0)",
+    "INSERT INTO replays (id, event_id, requested_by, requested_at, status) "
+    "VALUES (1, 1, 'someone', '2026-01-01', 'pending')",
+    "INSERT INTO attempts (id, event_id, number, outcome, handlers, started_at, finished_at) "
+    "VALUES (1, 1, 1, 'failed', 'h', '2026-01-01', '2026-01-01')",
+    "INSERT INTO outbox (id, event_id, replay_id, created_at) VALUES (1, 1, 1, '2026-01-01')",
+]
+
+
+def test_upgrading_a_sqlite_database_with_data_keeps_every_row(tmp_path):
+    """Rebuilding a table in a batch migration must not cascade into its children."""
+    url = f"sqlite:///{tmp_path / 'old.sqlite3'}"
+    command.upgrade(alembic_config(url), "0002")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            for statement in SEED:
+                connection.exec_driver_sql(statement)
+        command.upgrade(alembic_config(url), "head")
+        with engine.connect() as connection:
+            counts = {
+                table: connection.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar_one()
+                for table in ("events", "replays", "attempts", "outbox")
+            }
+    finally:
+        engine.dispose()
+    assert counts == {"events": 1, "replays": 1, "attempts": 1, "outbox": 1}
