@@ -95,12 +95,16 @@ class Settings:
     # Work handed out less than this long ago is never re-dispatched: bounds churn when a
     # job keeps dying before it can record an attempt.
     dispatch_grace_seconds: float = 10.0
+    # Lost dispatches before an event is marked dead: its handler keeps killing the
+    # process (out of memory, a timeout), so no attempt could ever be recorded.
+    max_lost_dispatches: int = 3
     start_dispatcher: bool = True
     # How long an event's dedupe key is kept. Refused at start when shorter than an
     # installed provider's retry window (a late retry would be stored a second time).
     dedupe_retention_days: float = 30.0
     # Server-side prepared statements on ingest connections. Turn off behind a pooler
-    # in transaction mode (PgBouncer before 1.21), where a session's statements vanish.
+    # in transaction mode (PgBouncer, any version: it tracks protocol-level prepared
+    # statements only, never SQL PREPARE), where a session's statements vanish.
     prepare_statements: bool = True
 
     @classmethod
@@ -120,6 +124,7 @@ class Settings:
             retry_base_seconds=_float(env, "HOOKLATCH_RETRY_BASE_SECONDS", cls.retry_base_seconds),
             retry_max_seconds=_float(env, "HOOKLATCH_RETRY_MAX_SECONDS", cls.retry_max_seconds),
             job_size=_int(env, "HOOKLATCH_JOB_SIZE", cls.job_size, minimum=1),
+            max_lost_dispatches=_int(env, "HOOKLATCH_MAX_LOST_DISPATCHES", 3, minimum=1),
             dispatch_grace_seconds=_float(
                 env, "HOOKLATCH_DISPATCH_GRACE_SECONDS", cls.dispatch_grace_seconds
             ),

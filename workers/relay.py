@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import exists, insert, literal, select, update
+from sqlalchemy import delete, exists, func, insert, literal, select, update
+from sqlalchemy.orm import Session
 
 from app.db import UTCDateTime
-from app.events.models import PENDING, Event, OutboxEntry, Replay
+from app.events.models import DEAD, PENDING, Attempt, Event, OutboxEntry, Replay
 from app.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -46,11 +47,16 @@ def chunk(ids: Sequence[int], size: int) -> list[list[int]]:
     return [list(ids[i : i + size]) for i in range(0, len(ids), size)]
 
 
+# Lost-job candidates examined per sweep; the next sweep pages past those found alive.
+SWEEP_JOBS = 500
+
+
 class Relay:
     def __init__(self, runtime: Runtime, sink: Sink) -> None:
         self.runtime = runtime
         self.sink = sink
         self.settings = runtime.settings
+        self._seen_alive: set[str] = set()
 
     def relay_once(self) -> int:
         """Hand one batch of waiting outbox rows to jobs. Returns how many rows were moved.
@@ -61,7 +67,12 @@ class Relay:
         """
         with self.runtime.session_factory.begin() as session:
             rows = session.execute(
-                select(OutboxEntry.id, OutboxEntry.event_id, OutboxEntry.replay_id)
+                select(
+                    OutboxEntry.id,
+                    OutboxEntry.event_id,
+                    OutboxEntry.replay_id,
+                    OutboxEntry.lost_dispatches,
+                )
                 .where(OutboxEntry.job_id.is_(None))
                 .order_by(OutboxEntry.id)
                 .limit(self.settings.relay_batch_size)
@@ -69,10 +80,15 @@ class Relay:
             ).all()
             if not rows:
                 return 0
+            # Work whose job was lost before goes out alone: if it is what kills the
+            # process, it no longer takes a whole batch down with it.
+            alone = {r.event_id for r in rows if r.replay_id is None and r.lost_dispatches}
             event_ids = list(dict.fromkeys(r.event_id for r in rows if r.replay_id is None))
             replay_ids = list(dict.fromkeys(r.replay_id for r in rows if r.replay_id is not None))
-            batches = [Batch(event_ids=ids) for ids in chunk(event_ids, self.settings.job_size)]
-            batches += [Batch(replay_ids=ids) for ids in chunk(replay_ids, self.settings.job_size)]
+            shared = [i for i in event_ids if i not in alone]
+            batches = [Batch(event_ids=ids) for ids in chunk(shared, self.settings.job_size)]
+            batches += [Batch(event_ids=[i]) for i in event_ids if i in alone]
+            batches += [Batch(replay_ids=[i]) for i in replay_ids]
             self.sink.push(batches)
             now = self.runtime.clock()
             for batch in batches:
@@ -99,34 +115,85 @@ class Relay:
         return self._sweep_lost() + self._sweep_due()
 
     def _sweep_lost(self) -> int:
-        """Outbox rows handed to a job that is neither queued nor running: wait again."""
+        """Outbox rows handed to a job that is neither queued nor running: wait again,
+        counted; past HOOKLATCH_MAX_LOST_DISPATCHES their work is given up as dead."""
         cutoff = self.runtime.clock() - timedelta(seconds=self.settings.dispatch_grace_seconds)
+        query = (
+            select(OutboxEntry.job_id)
+            .where(OutboxEntry.job_id.is_not(None), OutboxEntry.dispatched_at <= cutoff)
+            .group_by(OutboxEntry.job_id)
+            .order_by(func.min(OutboxEntry.dispatched_at))
+            .limit(SWEEP_JOBS)
+        )
+        if self._seen_alive:  # page past the jobs the last sweep found alive
+            query = query.where(OutboxEntry.job_id.not_in(sorted(self._seen_alive)))
         with self.runtime.session_factory() as session:
-            job_ids = [
-                j
-                for j in session.scalars(
-                    select(OutboxEntry.job_id)
-                    .where(OutboxEntry.job_id.is_not(None), OutboxEntry.dispatched_at <= cutoff)
-                    .group_by(OutboxEntry.job_id)
-                    .limit(500)
-                )
-                if j
-            ]
-        if not job_ids:
-            return 0
-        alive = self.sink.in_flight(job_ids)
+            job_ids = [j for j in session.scalars(query) if j]
+        alive = self.sink.in_flight(job_ids) if job_ids else set()
+        self._seen_alive = alive if len(job_ids) == SWEEP_JOBS else set()
         lost = [j for j in job_ids if j not in alive]
         if not lost:
             return 0
+        limit = self.settings.max_lost_dispatches
         with self.runtime.session_factory.begin() as session:
+            hopeless = session.execute(
+                select(OutboxEntry.id, OutboxEntry.event_id, OutboxEntry.replay_id)
+                .where(OutboxEntry.job_id.in_(lost), OutboxEntry.lost_dispatches + 1 >= limit)
+                .with_for_update(skip_locked=True)
+            ).all()
+            if hopeless:
+                self._give_up(session, hopeless)
             result: Any = session.execute(
                 update(OutboxEntry)
                 .where(OutboxEntry.job_id.in_(lost))
-                .values(job_id=None, dispatched_at=None)
+                .values(
+                    job_id=None,
+                    dispatched_at=None,
+                    lost_dispatches=OutboxEntry.lost_dispatches + 1,
+                )
             )
             moved = int(result.rowcount)
         log.info("re-dispatching %d outbox rows whose job is gone", moved)
-        return moved
+        return moved + len(hopeless)
+
+    def _give_up(self, session: Session, rows: Sequence[Any]) -> None:
+        """Each of these jobs died without recording anything, too many times."""
+        now = self.runtime.clock()
+        error = (
+            f"its job was lost {self.settings.max_lost_dispatches} times without recording an "
+            "attempt: the process running the handler died (out of memory, a job timeout, "
+            "a crash)"
+        )
+        for row in rows:
+            if row.replay_id is not None:
+                session.execute(
+                    update(Replay)
+                    .where(Replay.id == row.replay_id, Replay.status == PENDING)
+                    .values(status="failed", error=error, finished_at=now)
+                )
+                continue
+            event = session.scalars(
+                select(Event)
+                .where(Event.id == row.event_id, Event.status == PENDING)
+                .with_for_update(skip_locked=True)
+            ).one_or_none()
+            if event is None:
+                continue
+            event.attempts += 1
+            event.status, event.next_attempt_at, event.last_error = DEAD, None, error
+            session.add(
+                Attempt(
+                    event_id=event.id,
+                    number=event.attempts,
+                    outcome="failed",
+                    handlers="",
+                    error=error,
+                    started_at=now,
+                    finished_at=now,
+                )
+            )
+            log.error("event %d is dead: %s", event.id, error)
+        session.execute(delete(OutboxEntry).where(OutboxEntry.id.in_([r.id for r in rows])))
 
     def _sweep_due(self) -> int:
         """Pending work with no outbox row (retries come due, rows a job let go) gets one."""

@@ -83,4 +83,7 @@ class InlineSink:
 def make_sink(runtime: Runtime) -> RQSink | InlineSink:
     if runtime.settings.redis_url is None:
         return InlineSink(runtime)
-    return RQSink(runtime, Redis.from_url(runtime.settings.redis_url))
+    # A hung Redis must not hold the relay's transaction (and the outbox rows a worker
+    # waits for) forever: time out, and the pass is retried.
+    redis = Redis.from_url(runtime.settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
+    return RQSink(runtime, redis)

@@ -86,6 +86,9 @@ class OutboxEntry(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     job_id: Mapped[str | None] = mapped_column(String(64))
     dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Jobs that took this row and vanished without finishing it (the process died in a
+    # handler?): the row is then handed out alone, and past a limit its event is dead.
+    lost_dispatches: Mapped[int] = mapped_column(Integer, server_default="0")
 
 
 class Replay(Base):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from psycopg2.extensions import TRANSACTION_STATUS_INERROR
 from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
@@ -68,13 +69,31 @@ def _run(
 ) -> None:
     """Run every handler in a savepoint: an error undoes all their writes, not the claim."""
     view = _view(runtime, event)
-    with session.begin_nested():
+    savepoint = session.begin_nested()
+    try:
         for route in routes:
             route.handler(view, context)
+        if _aborted(session):
+            raise RuntimeError(
+                "a handler caught a database error and carried on; its writes are undone"
+            )
+        savepoint.commit()
+    except BaseException:
+        if savepoint.is_active:
+            savepoint.rollback()  # ROLLBACK TO SAVEPOINT: also clears an aborted transaction
+        raise
+
+
+def _aborted(session: Session) -> bool:
+    """PostgreSQL refuses every statement after an error until a rollback."""
+    driver = session.connection().connection.driver_connection
+    info = getattr(driver, "info", None)
+    return info is not None and info.transaction_status == TRANSACTION_STATUS_INERROR
 
 
 def _error_text(exc: BaseException) -> str:
-    return "".join(traceback.format_exception_only(type(exc), exc)).strip()[:4000]
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()[:4000]
+    return text.replace("\x00", "\\x00")  # PostgreSQL text cannot hold NUL
 
 
 # A worker claims up to this many events in one transaction, and commits at least this
@@ -93,26 +112,53 @@ def process_events(
     outbox rows handed to that job are deleted in the same transactions."""
     counts: Counter[str] = Counter()
     remaining = list(dict.fromkeys(event_ids))
-    while remaining:
-        chunk, remaining = (
-            remaining[:EVENTS_PER_TRANSACTION],
-            remaining[EVENTS_PER_TRANSACTION:],
-        )
-        with runtime.session_factory.begin() as session:
-            done, left = _process_chunk(session, runtime, chunk, counts)
-            if job_id is not None and done:
-                # This job's rows, and rows not handed out yet: a relay that has pushed
-                # this job but not committed yet holds them, and this waits for it. (A
-                # pending event that still needs a row gets a new one from the sweep.)
-                session.execute(
-                    delete(OutboxEntry).where(
-                        OutboxEntry.event_id.in_(done),
-                        OutboxEntry.replay_id.is_(None),
-                        or_(OutboxEntry.job_id == job_id, OutboxEntry.job_id.is_(None)),
-                    )
-                )
+    alone: list[int] = []  # events whose shared transaction could not commit
+    while remaining or alone:
+        if alone:
+            chunk, alone = alone[:1], alone[1:]
+        else:
+            chunk, remaining = (
+                remaining[:EVENTS_PER_TRANSACTION],
+                remaining[EVENTS_PER_TRANSACTION:],
+            )
+        try:
+            left, outcomes = _transaction(runtime, chunk, job_id)
+        except Exception:
+            if len(chunk) == 1:
+                raise  # this event alone cannot commit: the job fails and is dispatched again
+            # One event's writes broke the shared transaction: run these one per
+            # transaction, so that only that one suffers.
+            log.warning(
+                "a transaction of %d events failed; running them one at a time",
+                len(chunk),
+                exc_info=True,
+            )
+            alone.extend(chunk)
+            continue
+        counts += outcomes
         remaining = left + remaining
     return counts
+
+
+def _transaction(
+    runtime: Runtime, chunk: list[int], job_id: str | None
+) -> tuple[list[int], Counter[str]]:
+    """One chunk in one transaction: the ids claimed but left for later, and outcomes."""
+    outcomes: Counter[str] = Counter()
+    with runtime.session_factory.begin() as session:
+        done, left = _process_chunk(session, runtime, chunk, outcomes)
+        if job_id is not None and done:
+            # This job's rows, and rows not handed out yet: a relay that has pushed
+            # this job but not committed yet holds them, and this waits for it. (A
+            # pending event that still needs a row gets a new one from the sweep.)
+            session.execute(
+                delete(OutboxEntry).where(
+                    OutboxEntry.event_id.in_(done),
+                    OutboxEntry.replay_id.is_(None),
+                    or_(OutboxEntry.job_id == job_id, OutboxEntry.job_id.is_(None)),
+                )
+            )
+    return left, outcomes
 
 
 def _process_chunk(

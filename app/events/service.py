@@ -7,7 +7,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
@@ -185,7 +185,7 @@ def record_events(
                     "provider": endpoint.provider,
                     "external_id": item.external_id,
                     "type": item.type,
-                    "occurred_at": item.occurred_at,
+                    "occurred_at": _utc(item.occurred_at),
                     "received_at": now,
                     "body": body,
                     "headers": json.dumps(stored_headers),
@@ -211,6 +211,13 @@ def record_events(
     return results
 
 
+def _utc(value: datetime | None) -> datetime | None:
+    """A plugin's naive datetime is taken as UTC (docs/plugins.md), never as local time."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
 def _store_elsewhere(
     connection: Connection,
     endpoint: ActiveEndpoint,
@@ -226,7 +233,7 @@ def _store_elsewhere(
             "provider": endpoint.provider,
             "external_id": item.external_id,
             "type": item.type,
-            "occurred_at": item.occurred_at,
+            "occurred_at": _utc(item.occurred_at),
             "received_at": now,
             "status": PENDING,
             "attempts": 0,

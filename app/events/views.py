@@ -9,6 +9,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from flask import Blueprint, Response, current_app, request
+from psycopg2.errorcodes import FEATURE_NOT_SUPPORTED, INVALID_SQL_STATEMENT_NAME
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
@@ -138,11 +139,14 @@ def _ingest(
         return Response(
             handshake.body, status=handshake.status, content_type=handshake.content_type
         )
+    incoming = provider.parse(delivery)
+    if not incoming and cache is not None:
+        return again()  # nothing to store means no guard ran: confirm the endpoint first
     try:
         return record_events(
             connection,
             endpoint=endpoint,
-            incoming=provider.parse(delivery),
+            incoming=incoming,
             headers=headers,
             body=body,
             now=runtime.clock(),
@@ -153,6 +157,13 @@ def _ingest(
         if reads >= 2:  # changed between each of our reads and writes: let the sender retry
             raise StoreUnavailable("the endpoint is being changed; retry") from exc
         return again()
+
+
+def _stale_statement(exc: DBAPIError) -> bool:
+    """The connection's prepared statement is gone (a pooler, DISCARD ALL) or was planned
+    for an older schema."""
+    code = getattr(exc.orig, "pgcode", None)
+    return code in (INVALID_SQL_STATEMENT_NAME, FEATURE_NOT_SUPPORTED)
 
 
 def _refused(
@@ -192,10 +203,15 @@ def _with_store(runtime: Runtime, work: Callable[[Connection], T]) -> T:
     for attempt in (1, 2):
         try:
             with runtime.ingest_connection() as connection:
-                return work(connection)
+                try:
+                    return work(connection)
+                except DBAPIError as exc:
+                    if _stale_statement(exc):
+                        connection.invalidate(exc)  # a new one prepares it afresh
+                    raise
         except DBAPIError as exc:
-            if exc.connection_invalidated and attempt == 1:
-                log.warning("a pooled database connection was dead; retrying on a new one")
+            if (exc.connection_invalidated or _stale_statement(exc)) and attempt == 1:
+                log.warning("a pooled database connection was unusable; retrying on a new one")
                 continue
             log.error("store unavailable, answered 503: %s", type(exc).__name__)
             raise StoreUnavailable() from exc

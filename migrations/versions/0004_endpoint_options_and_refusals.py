@@ -1,4 +1,4 @@
-"""endpoint options; refusal counts by endpoint and reason
+"""endpoint options; refusal counts by endpoint and reason; lost dispatches per outbox row
 
 Revision ID: 0004
 Revises: 0003
@@ -19,6 +19,10 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("endpoints") as batch:
         batch.add_column(sa.Column("options", sa.JSON(), nullable=True))
+    with op.batch_alter_table("outbox") as batch:
+        batch.add_column(
+            sa.Column("lost_dispatches", sa.Integer(), nullable=False, server_default="0")
+        )
     op.create_table(
         "refusals",
         sa.Column("endpoint_id", sa.String(length=40), nullable=False),
@@ -37,6 +41,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("outbox", recreate="never") as batch:
+        batch.drop_column("lost_dispatches")
     op.drop_table("refusals")
-    with op.batch_alter_table("endpoints") as batch:
+    with op.batch_alter_table("endpoints", recreate="never") as batch:
         batch.drop_column("options")

@@ -94,3 +94,28 @@ def test_relay_killed_after_pushing_to_redis_before_commit_still_runs_the_handle
     )
     time.sleep(1.0)
     assert effect_count(runtime, "evt_relay_crash") == 1
+
+
+@pytest.mark.slow
+def test_a_handler_that_kills_its_process_ends_dead_and_its_batch_mates_run_once(
+    client, runtime, proc_settings, procs
+):
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    ids = [
+        deliver(client, endpoint, "evt_mate_a", "effect.mate"),
+        deliver(client, endpoint, "evt_poison", "die.poison"),
+        deliver(client, endpoint, "evt_mate_b", "effect.mate"),
+    ]
+    env = process_env(proc_settings, HOOKLATCH_MAX_LOST_DISPATCHES="2")
+    procs("worker", hooklatch_cmd("worker"), env)
+    procs("relay", hooklatch_cmd("relay"), env)  # after the three: one job for all of them
+
+    wait_for(
+        lambda: [status_of(runtime, i) for i in ids] == ["processed", "dead", "processed"],
+        timeout=60,
+        message="mates processed and the poison dead",
+    )
+    assert effect_count(runtime, "evt_mate_a") == 1
+    assert effect_count(runtime, "evt_mate_b") == 1
+    assert effect_count(runtime, "evt_poison") == 0
+    assert count(runtime, "SELECT count(*) FROM outbox") == 0

@@ -309,3 +309,41 @@ def test_without_prepared_statements_ingest_still_stores_once(settings, router):
         assert rows(runtime) == 1
     finally:
         runtime.dispose()
+
+
+def test_a_vanished_prepared_statement_is_replaced_not_answered_503(client, runtime):
+    """A pooler or DISCARD ALL can drop a connection's prepared statement."""
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    assert post_stripe(client, endpoint, "evt_gone_1", SECRET).status_code == 200
+    with runtime.ingest_connection() as connection:  # the pooled one the view will reuse
+        connection.exec_driver_sql("DEALLOCATE hooklatch_store")
+    assert post_stripe(client, endpoint, "evt_gone_2", SECRET).status_code == 200
+    assert post_stripe(client, endpoint, "evt_gone_3", SECRET).status_code == 200
+    assert rows(runtime) == 3
+
+
+def test_a_naive_time_from_a_plugin_is_stored_as_utc(runtime):
+    from datetime import datetime
+
+    from app.endpoints.service import active_endpoint
+    from app.events.service import record_events
+    from app.providers.base import IncomingEvent
+
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    with runtime.ingest_connection() as connection:
+        connection.exec_driver_sql("SET TIME ZONE 'America/New_York'")
+        active = active_endpoint(connection, endpoint, box=runtime.box)
+        record_events(
+            connection,
+            endpoint=active,
+            incoming=[IncomingEvent("evt_naive", "x", occurred_at=datetime(2026, 1, 1, 12))],
+            headers={},
+            body=b"{}",
+            now=runtime.clock(),
+        )
+        connection.exec_driver_sql("SET TIME ZONE 'UTC'")
+    with runtime.engine.connect() as c:
+        stored = c.exec_driver_sql(
+            "SELECT occurred_at FROM events WHERE external_id = 'evt_naive'"
+        ).scalar_one()
+    assert stored.isoformat() == "2026-01-01T12:00:00+00:00"

@@ -269,3 +269,42 @@ def _counting(function, calls):
         return function(*args, **kwargs)
 
     return wrapper
+
+
+def test_an_error_text_the_database_cannot_store_costs_only_its_own_event(client, runtime, router):
+    def fail_with_nul(event, ctx):
+        write_effect(event, ctx)
+        if event.external_id == "evt_nul_2":
+            raise ValueError("bad name from the payload: a\x00b")
+
+    router.on("stripe", "invoice.paid")(fail_with_nul)
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    ids = [deliver(client, endpoint, f"evt_nul_{n}") for n in range(4)]
+    from app.events.processing import process_events
+
+    assert process_events(runtime, ids) == {"processed": 3, "pending": 1}
+    assert [len(effect_rows(runtime, f"evt_nul_{n}")) for n in range(4)] == [1, 1, 0, 1]
+    assert "a\\x00b" in event(runtime, ids[2]).last_error
+
+
+def test_a_handler_that_swallows_a_database_error_costs_only_its_own_event(client, runtime, router):
+    from contextlib import suppress
+
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    def swallow(event, ctx):
+        write_effect(event, ctx)
+        if event.external_id == "evt_swallow_1":
+            with suppress(DBAPIError):  # swallowed: the transaction is now aborted
+                ctx.session.execute(text("SELECT 1 / 0"))
+
+    router.on("stripe", "invoice.paid")(swallow)
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    ids = [deliver(client, endpoint, f"evt_swallow_{n}") for n in range(3)]
+    from app.events.processing import process_events
+
+    counts = process_events(runtime, ids)
+    assert counts["processed"] == 2, counts
+    assert [len(effect_rows(runtime, f"evt_swallow_{n}")) for n in range(3)] == [1, 0, 1]
+    assert event(runtime, ids[1]).status == "pending"

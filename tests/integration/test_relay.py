@@ -71,7 +71,7 @@ def test_work_whose_job_vanished_from_redis_is_dispatched_again(client, runtime)
     assert relay.sweep_once() == 10
     assert relay.relay_once() == 10
     assert lost not in jobs_of(runtime)
-    assert queue.count == 1
+    assert queue.count == 10  # after a loss each event goes out in a job of its own
 
 
 def test_a_started_job_is_alive_while_its_lease_is_held_and_lost_when_it_is_not(client, runtime):
@@ -138,3 +138,33 @@ def test_a_worker_faster_than_the_relays_commit_still_runs_the_event(client, run
     assert outcomes == [{"ignored": 3}]
     assert count(runtime, "SELECT count(*) FROM events WHERE status = 'pending'") == 0
     assert count(runtime, "SELECT count(*) FROM outbox") == 0
+
+
+def test_work_lost_again_and_again_goes_out_alone_then_its_event_is_dead(client, runtime):
+    from dataclasses import replace
+
+    runtime.settings = replace(runtime.settings, max_lost_dispatches=3)
+    ingest(client, runtime, 3)
+    relay, queue = relay_for(runtime)
+
+    def lose_every_job():
+        for job_id in queue.job_ids:
+            Job.fetch(job_id, connection=queue.connection).delete()
+
+    assert relay.relay_once() == 3
+    assert queue.count == 1  # one job for the three
+    for round_ in (1, 2):
+        lose_every_job()
+        assert relay.sweep_once() == 3
+        assert count(runtime, "SELECT min(lost_dispatches) FROM outbox") == round_
+        assert relay.relay_once() == 3
+        assert queue.count == 3  # each alone now
+
+    lose_every_job()
+    relay.sweep_once()
+    assert count(runtime, "SELECT count(*) FROM outbox") == 0
+    assert count(runtime, "SELECT count(*) FROM events WHERE status = 'dead'") == 3
+    errors = count(
+        runtime, "SELECT count(*) FROM attempts WHERE error LIKE '%lost 3 times without%'"
+    )
+    assert errors == 3

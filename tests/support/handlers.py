@@ -40,3 +40,10 @@ def write_then_hang_once(event, ctx):
 def always_fail(event, ctx):
     _write(event, ctx)
     raise RuntimeError("handler failed on purpose")
+
+
+@on("*", "die.*")
+def kill_the_process(event, ctx):
+    """As a handler that runs out of memory or segfaults: no exception, the process ends."""
+    _write(event, ctx)
+    os._exit(1)
