@@ -132,7 +132,7 @@ def _ingest(
         if cache is not None:
             return again()
         raise
-    handshake = provider.handshake(delivery)
+    handshake = provider.handshake(delivery, secrets=endpoint.secrets)
     if handshake is not None:
         if cache is not None:
             return again()

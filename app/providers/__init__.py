@@ -47,7 +47,7 @@ def load_providers() -> dict[str, Provider]:
 CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "verify": ((None,), {"secrets": (), "now": None}),
     "parse": ((None,), {}),
-    "handshake": ((None,), {}),
+    "handshake": ((None,), {"secrets": ()}),
     "challenge": ((None,), {"secrets": ()}),
 }
 

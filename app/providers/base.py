@@ -8,8 +8,9 @@ A provider is a class registered under the entry-point group
   endpoint's active secrets verifies the exact bytes received.
 - ``parse(delivery)``: the events in the request (dedupe key, type, time); a
   request may carry several.
-- ``handshake(delivery)``: an answer for a registration handshake sent as a
-  POST, or None; called only after ``verify`` passed.
+- ``handshake(delivery, *, secrets)``: an answer for a registration handshake
+  sent as a POST, or None; called only after ``verify`` passed, with the same
+  secrets (Zoom answers with an HMAC keyed by the secret that verified).
 - ``challenge(delivery, *, secrets)``: an answer to an unsigned GET handshake
   (Meta's ``hub.challenge``), or None (the GET is refused).
 - ``sign(delivery, *, secret, now)``: headers that make a valid test delivery.
@@ -101,7 +102,7 @@ class Provider:
         except ValueError:
             return None
 
-    def handshake(self, delivery: Delivery) -> HandshakeResponse | None:
+    def handshake(self, delivery: Delivery, *, secrets: Sequence[str]) -> HandshakeResponse | None:
         return None
 
     def challenge(self, delivery: Delivery, *, secrets: Sequence[str]) -> HandshakeResponse | None:

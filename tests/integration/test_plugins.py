@@ -29,6 +29,19 @@ class OldStyle(Provider):
         return []
 
 
+class OldHandshake(Provider):
+    name = "acme"
+
+    def verify(self, delivery, *, secrets, now):
+        pass
+
+    def parse(self, delivery):
+        return []
+
+    def handshake(self, delivery):
+        return None
+
+
 class Acme(Provider):
     name = "acme"
     retry_window = timedelta(days=1)
@@ -79,6 +92,10 @@ def start_with_plugin(tmp_path, entry_point, **env):
     [
         ("acme = acme_hooks:NoParse", "'acme = acme_hooks:NoParse' does not implement parse()"),
         ("acme = acme_hooks:OldStyle", "'acme = acme_hooks:OldStyle': verify() does not take"),
+        (
+            "acme = acme_hooks:OldHandshake",
+            "'acme = acme_hooks:OldHandshake': handshake() does not take",
+        ),
         ("stripe = acme_hooks:Stripeish", "provider name 'stripe' is registered twice"),
         ("acme = acme_hooks:Missing", "'acme = acme_hooks:Missing' failed to import"),
     ],

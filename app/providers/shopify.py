@@ -1,0 +1,112 @@
+"""Shopify: ``X-Shopify-Hmac-Sha256: <base64>``, HMAC-SHA256 of the body.
+
+The key is the app's client secret. Deliveries of the newer "events" kind name their
+headers in lower case without the ``X-`` (``shopify-hmac-sha256``, ``shopify-topic``,
+...); both families are read. Nothing signs a time, so replays are stopped by the
+dedupe key: ``X-Shopify-Event-Id`` (the same on every delivery of one event), else
+``X-Shopify-Webhook-Id``. The type is ``X-Shopify-Topic``. Bodies must be JSON
+(subscriptions in the XML format are refused as malformed).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from app.errors import MalformedRequest, VerificationError
+from app.providers.base import (
+    Delivery,
+    IncomingEvent,
+    Provider,
+    any_digest_matches,
+    json_object,
+    require_secrets,
+)
+
+SIGNATURE = "X-Shopify-Hmac-Sha256"
+
+
+def _digest(secret: str, body: bytes) -> bytes:
+    return hmac.new(secret.encode(), body, hashlib.sha256).digest()
+
+
+def _header(delivery: Delivery, name: str) -> str | None:
+    """``X-Shopify-<name>``, else the newer ``shopify-<name>``."""
+    return delivery.header(f"X-Shopify-{name}") or delivery.header(f"shopify-{name}")
+
+
+class ShopifyProvider(Provider):
+    name = "shopify"
+    # Eight retries over four hours (since 2024-09); a day leaves room.
+    retry_window = timedelta(days=1)
+
+    def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
+        signature = _header(delivery, "Hmac-Sha256")
+        if not signature:
+            raise MalformedRequest(
+                f"missing header {SIGNATURE} (or shopify-hmac-sha256)", reason="missing_header"
+            )
+        try:
+            received = base64.b64decode(signature, validate=True)
+        except (binascii.Error, ValueError):
+            raise MalformedRequest(
+                f"{SIGNATURE} must be base64", reason="malformed_header"
+            ) from None
+        require_secrets(secrets)
+        expected = [_digest(s, delivery.body) for s in secrets]
+        if not any_digest_matches(expected, [received]):
+            raise VerificationError("the signature matches no active secret")
+
+    def parse(self, delivery: Delivery) -> list[IncomingEvent]:
+        json_object(delivery.body)  # refuses what is not a JSON object
+        key = _header(delivery, "Event-Id") or _header(delivery, "Webhook-Id")
+        topic = _header(delivery, "Topic")
+        if not key or not topic:
+            raise MalformedRequest(
+                "a Shopify delivery needs X-Shopify-Topic and X-Shopify-Event-Id "
+                "or X-Shopify-Webhook-Id",
+                reason="missing_header",
+            )
+        return [IncomingEvent(external_id=key, type=topic, occurred_at=_triggered_at(delivery))]
+
+    def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
+        return {SIGNATURE: base64.b64encode(_digest(secret, delivery.body)).decode()}
+
+    def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
+        stamp = int(now.timestamp())
+        payload = {
+            "id": stamp,
+            "admin_graphql_api_id": f"gid://shopify/Order/{stamp}",
+            "name": "#1001",
+            "email": "buyer@example.com",
+            "currency": "EUR",
+            "total_price": "20.00",
+            "created_at": now.isoformat(),
+        }
+        headers = {
+            "Content-Type": "application/json",
+            "X-Shopify-Topic": "orders/create",
+            "X-Shopify-Shop-Domain": "hooklatch-demo.myshopify.com",
+            "X-Shopify-API-Version": "2025-01",
+            "X-Shopify-Webhook-Id": str(uuid.uuid4()),
+            "X-Shopify-Event-Id": str(uuid.uuid4()),
+            "X-Shopify-Triggered-At": now.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        }
+        return headers, json.dumps(payload).encode()
+
+
+def _triggered_at(delivery: Delivery) -> datetime | None:
+    value = _header(delivery, "Triggered-At")
+    if not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)

@@ -1,0 +1,199 @@
+"""Slack: ``X-Slack-Signature: v0=<hex>``, HMAC-SHA256 over ``v0:{timestamp}:{body}``.
+
+One scheme signs the three kinds of request an app receives:
+
+- Events API: a JSON envelope. ``event_callback`` is stored under its ``event_id``
+  (Slack re-sends the same id) and typed by the inner ``event.type``;
+  ``app_rate_limited`` under ``app_rate_limited:{api_app_id}:{minute_rate_limited}``.
+  ``url_verification`` is answered with its challenge and not stored.
+- Slash commands: a form body, stored under its ``trigger_id`` (one per invocation)
+  and typed by its ``command``.
+- Interactivity: a form body with the JSON in ``payload``, stored under its
+  ``trigger_id`` and typed by its ``type``; ``view_closed``, which has no trigger id,
+  under ``view_closed:{view.id}`` (a view closes once). Payloads that carry neither
+  (``block_suggestion``) ask for an answer in the response and are refused.
+
+A slash command's ``ssl_check=1`` is answered 200 and not stored (after verifying).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qs
+
+from app.errors import MalformedRequest, VerificationError
+from app.providers.base import (
+    Delivery,
+    HandshakeResponse,
+    IncomingEvent,
+    Provider,
+    any_digest_matches,
+    check_timestamp,
+    json_object,
+    require_header,
+    require_secrets,
+)
+
+PREFIX = "v0="
+FORM = "application/x-www-form-urlencoded"
+
+
+def _signature(secret: str, timestamp: str, body: bytes) -> str:
+    message = b"v0:" + timestamp.encode() + b":" + body
+    return PREFIX + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+class SlackProvider(Provider):
+    name = "slack"
+    # Slack retries three times within about five minutes; a day leaves room.
+    retry_window = timedelta(days=1)
+    tolerance = timedelta(minutes=5)
+
+    def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
+        signature = require_header(delivery, "X-Slack-Signature")
+        timestamp = require_header(delivery, "X-Slack-Request-Timestamp")
+        if not signature.startswith(PREFIX):
+            raise MalformedRequest(
+                "X-Slack-Signature must start with v0=", reason="malformed_header"
+            )
+        if not (timestamp.isascii() and timestamp.isdigit()):
+            raise MalformedRequest(
+                "X-Slack-Request-Timestamp must be a unix time", reason="malformed_header"
+            )
+        require_secrets(secrets)
+        # The timestamp is signed as sent, so it goes into the message verbatim.
+        expected = [_signature(s, timestamp, delivery.body) for s in secrets]
+        if not any_digest_matches(expected, [signature]):
+            raise VerificationError("the signature matches no active secret")
+        check_timestamp(int(timestamp), now=now, tolerance=self.tolerance)
+
+    def handshake(self, delivery: Delivery, *, secrets: Sequence[str]) -> HandshakeResponse | None:
+        if _is_form(delivery.headers):
+            fields = _form(delivery.body)
+            if fields.get("ssl_check") == "1":
+                return HandshakeResponse(b"", content_type="text/plain")
+            return None
+        try:
+            payload = json.loads(delivery.body)
+        except (UnicodeDecodeError, ValueError):
+            return None  # parse refuses it
+        if not isinstance(payload, dict) or payload.get("type") != "url_verification":
+            return None
+        challenge = payload.get("challenge")
+        if not isinstance(challenge, str) or not challenge:
+            raise MalformedRequest(
+                "url_verification needs a string challenge", reason="malformed_body"
+            )
+        return HandshakeResponse(json.dumps({"challenge": challenge}).encode())
+
+    def parse(self, delivery: Delivery) -> list[IncomingEvent]:
+        if not _is_form(delivery.headers):
+            return [_envelope(json_object(delivery.body))]
+        fields = _form(delivery.body)
+        if "payload" in fields:
+            return [_interaction(json_object(fields["payload"].encode()))]
+        command, trigger_id = fields.get("command"), fields.get("trigger_id")
+        if not command or not trigger_id:
+            raise MalformedRequest(
+                "a form body needs payload, or command and trigger_id", reason="malformed_body"
+            )
+        return [IncomingEvent(external_id=trigger_id, type=command)]
+
+    def payload(self, headers: Mapping[str, str], body: bytes) -> Any:
+        """Events as sent; a slash command as a dict of its fields; an interaction as the
+        JSON in its ``payload`` field."""
+        try:
+            if not _is_form(headers):
+                return json.loads(body)
+            fields = _form(body)
+            return json.loads(fields["payload"]) if "payload" in fields else fields
+        except (ValueError, MalformedRequest):
+            return None
+
+    def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
+        timestamp = str(int(now.timestamp()))
+        return {
+            "X-Slack-Request-Timestamp": timestamp,
+            "X-Slack-Signature": _signature(secret, timestamp, delivery.body),
+        }
+
+    def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
+        stamp = int(now.timestamp())
+        payload = {
+            "token": "demo-verification-token",
+            "team_id": "T0DEMO",
+            "api_app_id": "A0DEMO",
+            "type": "event_callback",
+            "event_id": f"Ev0DEMO{stamp}",
+            "event_time": stamp,
+            "event": {
+                "type": "app_mention",
+                "user": "U0DEMO",
+                "text": "<@U0APP> hello",
+                "ts": f"{stamp}.000100",
+                "channel": "C0DEMO",
+                "event_ts": f"{stamp}.000100",
+            },
+        }
+        return {"Content-Type": "application/json"}, json.dumps(payload).encode()
+
+
+def _is_form(headers: Mapping[str, str]) -> bool:
+    return headers.get("content-type", "").lower().startswith(FORM)
+
+
+def _form(body: bytes) -> dict[str, str]:
+    try:
+        fields = parse_qs(body.decode(), keep_blank_values=True, strict_parsing=True)
+    except (UnicodeDecodeError, ValueError):
+        raise MalformedRequest("form body is malformed", reason="malformed_body") from None
+    return {name: values[0] for name, values in fields.items()}
+
+
+def _envelope(payload: dict[str, Any]) -> IncomingEvent:
+    kind = payload.get("type")
+    if kind == "event_callback":
+        event, event_id = payload.get("event"), payload.get("event_id")
+        inner = event.get("type") if isinstance(event, dict) else None
+        if not isinstance(event_id, str) or not event_id or not isinstance(inner, str):
+            raise MalformedRequest(
+                "an event_callback needs a string event_id and event.type",
+                reason="malformed_body",
+            )
+        event_time = payload.get("event_time")
+        occurred_at = (
+            datetime.fromtimestamp(event_time, UTC) if isinstance(event_time, int) else None
+        )
+        return IncomingEvent(external_id=event_id, type=inner, occurred_at=occurred_at)
+    if kind == "app_rate_limited":
+        app_id, minute = payload.get("api_app_id"), payload.get("minute_rate_limited")
+        if isinstance(app_id, str) and isinstance(minute, int):
+            return IncomingEvent(
+                external_id=f"app_rate_limited:{app_id}:{minute}",
+                type=kind,
+                occurred_at=datetime.fromtimestamp(minute, UTC),
+            )
+    raise MalformedRequest(
+        f"not a Slack event envelope this provider stores (type {kind!r})",
+        reason="malformed_body",
+    )
+
+
+def _interaction(payload: dict[str, Any]) -> IncomingEvent:
+    kind, trigger_id = payload.get("type"), payload.get("trigger_id")
+    if not isinstance(kind, str) or not kind:
+        raise MalformedRequest("an interaction payload needs a type", reason="malformed_body")
+    if isinstance(trigger_id, str) and trigger_id:
+        return IncomingEvent(external_id=trigger_id, type=kind)
+    view = payload.get("view")
+    view_id = view.get("id") if isinstance(view, dict) else None
+    if kind == "view_closed" and isinstance(view_id, str) and view_id:
+        return IncomingEvent(external_id=f"view_closed:{view_id}", type=kind)
+    raise MalformedRequest(
+        f"a {kind} interaction has no trigger_id to deduplicate on", reason="malformed_body"
+    )
