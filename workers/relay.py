@@ -42,6 +42,9 @@ class Sink(Protocol):
     def in_flight(self, job_ids: list[str]) -> set[str]:
         """The job ids that are still queued or running."""
 
+    def check(self, job_ids: list[str]) -> tuple[set[str], set[str]]:
+        """(still queued or running, died while running: the process ended under it)."""
+
 
 def chunk(ids: Sequence[int], size: int) -> list[list[int]]:
     return [list(ids[i : i + size]) for i in range(0, len(ids), size)]
@@ -115,8 +118,9 @@ class Relay:
         return self._sweep_lost() + self._sweep_due()
 
     def _sweep_lost(self) -> int:
-        """Outbox rows handed to a job that is neither queued nor running: wait again,
-        counted; past HOOKLATCH_MAX_LOST_DISPATCHES their work is given up as dead."""
+        """Outbox rows handed to a job that is neither queued nor running wait again. When
+        the process died under the job, that counts against the rows (they then go out
+        alone), and past HOOKLATCH_MAX_LOST_DISPATCHES their work is given up as dead."""
         cutoff = self.runtime.clock() - timedelta(seconds=self.settings.dispatch_grace_seconds)
         query = (
             select(OutboxEntry.job_id)
@@ -129,30 +133,34 @@ class Relay:
             query = query.where(OutboxEntry.job_id.not_in(sorted(self._seen_alive)))
         with self.runtime.session_factory() as session:
             job_ids = [j for j in session.scalars(query) if j]
-        alive = self.sink.in_flight(job_ids) if job_ids else set()
+        alive, died = self.sink.check(job_ids) if job_ids else (set(), set())
         self._seen_alive = alive if len(job_ids) == SWEEP_JOBS else set()
         lost = [j for j in job_ids if j not in alive]
         if not lost:
             return 0
         limit = self.settings.max_lost_dispatches
+        killed = [j for j in lost if j in died]  # the process ended under these
         with self.runtime.session_factory.begin() as session:
             hopeless = session.execute(
                 select(OutboxEntry.id, OutboxEntry.event_id, OutboxEntry.replay_id)
-                .where(OutboxEntry.job_id.in_(lost), OutboxEntry.lost_dispatches + 1 >= limit)
+                .where(OutboxEntry.job_id.in_(killed), OutboxEntry.lost_dispatches + 1 >= limit)
                 .with_for_update(skip_locked=True)
             ).all()
             if hopeless:
                 self._give_up(session, hopeless)
-            result: Any = session.execute(
-                update(OutboxEntry)
-                .where(OutboxEntry.job_id.in_(lost))
-                .values(
-                    job_id=None,
-                    dispatched_at=None,
-                    lost_dispatches=OutboxEntry.lost_dispatches + 1,
-                )
-            )
-            moved = int(result.rowcount)
+            moved = 0
+            for jobs, count in ((killed, 1), ([j for j in lost if j not in died], 0)):
+                if jobs:
+                    result: Any = session.execute(
+                        update(OutboxEntry)
+                        .where(OutboxEntry.job_id.in_(jobs))
+                        .values(
+                            job_id=None,
+                            dispatched_at=None,
+                            lost_dispatches=OutboxEntry.lost_dispatches + count,
+                        )
+                    )
+                    moved += int(result.rowcount)
         log.info("re-dispatching %d outbox rows whose job is gone", moved)
         return moved + len(hopeless)
 

@@ -48,17 +48,32 @@ class RQSink:
         pass
 
     def in_flight(self, job_ids: list[str]) -> set[str]:
+        return self.check(job_ids)[0]
+
+    def check(self, job_ids: list[str]) -> tuple[set[str], set[str]]:
+        """(still queued or running, died while running). A job missing from Redis (a
+        restart without persistence) or one that finished is neither: its work is sent
+        again without counting against the events in it."""
         StartedJobRegistry(queue=self.queue).cleanup()
         jobs = Job.fetch_many(job_ids, connection=self.redis)
-        alive, started = set(), []
+        alive, started, died = set(), [], set()
         for job_id, job in zip(job_ids, jobs, strict=True):
             status = job.get_status(refresh=False) if job else None
             if status in WAITING:
                 alive.add(job_id)
             elif status == JobStatus.STARTED:
                 started.append(job_id)
+            elif job is not None and status == JobStatus.FAILED and _process_died(job):
+                died.add(job_id)
         # A started job is alive only while the process running it holds its lease.
-        return alive | leases_held(self.runtime.engine, started)
+        holding = leases_held(self.runtime.engine, started)
+        return alive | holding, died | (set(started) - holding)
+
+
+def _process_died(job: Job) -> bool:
+    """RQ's words for a work horse killed under a job, or a job that ran out of time."""
+    text = job.exc_info or ""
+    return "Work-horse terminated unexpectedly" in text or "JobTimeoutException" in text
 
 
 class InlineSink:
@@ -78,6 +93,9 @@ class InlineSink:
 
     def in_flight(self, job_ids: list[str]) -> set[str]:
         return set()  # work runs synchronously: nothing is in flight between passes
+
+    def check(self, job_ids: list[str]) -> tuple[set[str], set[str]]:
+        return set(), set()
 
 
 def make_sink(runtime: Runtime) -> RQSink | InlineSink:
