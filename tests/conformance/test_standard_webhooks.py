@@ -4,7 +4,6 @@ Supabase's secret form and the entries the reference library crashes on."""
 
 import base64
 import hashlib
-import hmac
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -18,6 +17,8 @@ from app.providers import load_providers
 from app.providers.base import Delivery
 from tests.conftest import count, make_endpoint
 from tests.support.conformance import HttpConformance
+from tests.support.signing import standard_webhooks_v1 as sdk_v1
+from tests.support.signing import whsec
 
 # standard-webhooks/standard-webhooks libraries/python/tests/test_webhooks.py::test_sign_function
 # (the same vector in svix/svix-webhooks python/tests/test_webhooks.py).
@@ -28,27 +29,11 @@ SPEC_BODY = b'{"test": 2432232314}'
 SPEC_SIGNATURE = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
 
 
-def whsec(seed: str) -> str:
-    return "whsec_" + base64.b64encode(hashlib.sha256(seed.encode()).digest()[:24]).decode()
-
-
 def ed25519_pair(seed: str) -> tuple[str, Ed25519PrivateKey]:
     """A whpk_ public key (what the endpoint stores) and the private key that signs."""
     private = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(seed.encode()).digest())
     raw = private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
     return "whpk_" + base64.b64encode(raw).decode(), private
-
-
-def sdk_v1(secret: str, message_id: str, now: datetime, body: bytes) -> str:
-    """The v1 entry, made by the standardwebhooks package."""
-    try:
-        text = body.decode()
-    except UnicodeDecodeError:
-        # The package signs text only; the scheme is HMAC-SHA256 over the bytes.
-        key = base64.b64decode(secret.removeprefix("whsec_"))
-        content = f"{message_id}.{int(now.timestamp())}.".encode() + body
-        return "v1," + base64.b64encode(hmac.new(key, content, hashlib.sha256).digest()).decode()
-    return Webhook(secret).sign(message_id, now, text)
 
 
 def v1a(private: Ed25519PrivateKey, message_id: str, now: datetime, body: bytes) -> str:
