@@ -22,7 +22,7 @@ import json
 import re
 import uuid
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.errors import MalformedRequest, VerificationError
@@ -128,10 +128,11 @@ class LinearProvider(Provider):
 
     def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
         stamp = int(now.timestamp() * 1000)
+        created = now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         payload = {
             "action": "create",
             "type": "Issue",
-            "createdAt": now.isoformat(timespec="milliseconds"),
+            "createdAt": created,
             "data": {"id": str(uuid.uuid4()), "identifier": "ENG-1", "title": "Demo issue"},
             "url": "https://linear.app/demo/issue/ENG-1",
             "organizationId": str(uuid.uuid4()),
