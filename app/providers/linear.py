@@ -1,0 +1,147 @@
+"""Linear: ``Linear-Signature: <hex HMAC-SHA256 of the raw body>``; the time is in the body.
+
+The body's ``webhookTimestamp`` (unix milliseconds) is covered by the signature, so it is
+what the 60-second window (Linear's SDK's) is checked against. Only where the body has
+none is the ``Linear-Timestamp`` header used, as Linear's SDK does; that header is not
+signed, so it proves nothing about when the body was sent.
+
+Dedupe key: ``webhookTimestamp`` is when an attempt was sent (it must be: a retry with the
+first attempt's time would fail Linear's own 60-second check), so the key is made of what
+stays the same on every attempt of one event,
+``{webhookId}:{type}:{action}:{data.id}:{createdAt}``: the webhook, what happened, to which
+entity and when it happened. ``Linear-Delivery`` is used only for a body without those
+fields: whether Linear keeps it across retries is not documented.
+Event type: ``{type}.{action}`` ("Issue.create").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from app.errors import MalformedRequest, VerificationError
+from app.providers.base import (
+    Delivery,
+    IncomingEvent,
+    Provider,
+    any_digest_matches,
+    check_timestamp,
+    json_object,
+    require_header,
+    require_secrets,
+)
+from app.providers.standard_webhooks import occurred_at
+
+HEX_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def _signature(secret: str, body: bytes) -> str:
+    return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+class LinearProvider(Provider):
+    name = "linear"
+    # Linear retries a failed delivery a few times with a backoff spread over hours; its
+    # exact schedule is not something to rely on, so keep days of margin.
+    retry_window = timedelta(days=3)
+    tolerance = timedelta(seconds=60)
+
+    def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
+        signature = require_header(delivery, "Linear-Signature")
+        if not HEX_SHA256.fullmatch(signature):
+            raise MalformedRequest(
+                "Linear-Signature must be a hex HMAC-SHA256", reason="malformed_header"
+            )
+        require_secrets(secrets)
+        expected = [_signature(secret, delivery.body) for secret in secrets]
+        if not any_digest_matches(expected, [signature.lower()]):
+            raise VerificationError("the signature matches no active secret")
+        check_timestamp(self._sent_at_ms(delivery) // 1000, now=now, tolerance=self.tolerance)
+
+    @staticmethod
+    def _sent_at_ms(delivery: Delivery) -> int:
+        stamp = json_object(delivery.body).get("webhookTimestamp")
+        if stamp is None:
+            header = delivery.header("Linear-Timestamp")
+            if not header:
+                raise MalformedRequest(
+                    "no webhookTimestamp in the body and no Linear-Timestamp header",
+                    reason="missing_header",
+                )
+            try:
+                return int(header)
+            except ValueError:
+                raise MalformedRequest(
+                    "Linear-Timestamp must be unix milliseconds", reason="malformed_header"
+                ) from None
+        if isinstance(stamp, bool) or not isinstance(stamp, int | float):
+            raise MalformedRequest(
+                "webhookTimestamp must be unix milliseconds", reason="malformed_body"
+            )
+        return int(stamp)
+
+    def parse(self, delivery: Delivery) -> list[IncomingEvent]:
+        payload = json_object(delivery.body)
+        kind = payload.get("type") or delivery.header("Linear-Event")
+        if not isinstance(kind, str) or not kind:
+            raise MalformedRequest("a Linear delivery needs a string type", reason="malformed_body")
+        action = payload.get("action")
+        event_type = f"{kind}.{action}" if isinstance(action, str) and action else kind
+        return [
+            IncomingEvent(
+                external_id=self._dedupe_key(delivery, payload),
+                type=event_type,
+                occurred_at=occurred_at(payload.get("createdAt")),
+            )
+        ]
+
+    @staticmethod
+    def _dedupe_key(delivery: Delivery, payload: dict[str, Any]) -> str:
+        webhook, kind, action, when = (
+            payload.get(key) for key in ("webhookId", "type", "action", "createdAt")
+        )
+        data = payload.get("data")
+        entity = data.get("id", "") if isinstance(data, dict) else ""
+        parts = (webhook, kind, action, entity, when)
+        if all(isinstance(part, str) for part in parts) and webhook and kind and action and when:
+            return ":".join(str(part) for part in parts)
+        delivery_id = delivery.header("Linear-Delivery")
+        if delivery_id:
+            return delivery_id
+        raise MalformedRequest(
+            "a Linear delivery needs webhookId, type, action and createdAt, or a "
+            "Linear-Delivery header",
+            reason="malformed_body",
+        )
+
+    def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
+        return {
+            "Linear-Signature": _signature(secret, delivery.body),
+            "Linear-Timestamp": str(int(now.timestamp() * 1000)),
+        }
+
+    def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
+        stamp = int(now.timestamp() * 1000)
+        created = now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        payload = {
+            "action": "create",
+            "type": "Issue",
+            "createdAt": created,
+            "data": {"id": str(uuid.uuid4()), "identifier": "ENG-1", "title": "Demo issue"},
+            "url": "https://linear.app/demo/issue/ENG-1",
+            "organizationId": str(uuid.uuid4()),
+            "webhookId": str(uuid.uuid4()),
+            "webhookTimestamp": stamp,
+        }
+        headers = {
+            "Content-Type": "application/json",
+            "Linear-Event": "Issue",
+            "Linear-Delivery": str(uuid.uuid4()),
+        }
+        return headers, json.dumps(payload).encode()
