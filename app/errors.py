@@ -69,6 +69,13 @@ class VerificationError(HooklatchError):
         self.facts = dict(facts or {})
 
 
+class Forbidden(VerificationError):
+    """The request is understood and refused: a handshake's token does not match."""
+
+    status_code = 403
+    reason = "forbidden"
+
+
 class MalformedRequest(VerificationError):
     """A header or the body is not in the provider's format."""
 

@@ -1,0 +1,82 @@
+"""Square: ``x-square-hmacsha256-signature`` = base64 HMAC-SHA256(key, notification URL + body).
+
+The notification URL is the one the subscription was made with, so it is the public URL
+the request was sent to (``delivery.url``), never the address the request reached behind
+a proxy. Square signs no timestamp; a retry repeats the body's ``event_id``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from app.errors import MalformedRequest, VerificationError
+from app.providers.base import (
+    Delivery,
+    IncomingEvent,
+    Provider,
+    any_digest_matches,
+    json_object,
+    require_header,
+    require_secrets,
+)
+
+SIGNATURE = "x-square-hmacsha256-signature"
+
+
+def _signature(secret: str, url: str, body: bytes) -> str:
+    digest = hmac.new(secret.encode(), url.encode() + body, hashlib.sha256).digest()
+    return base64.b64encode(digest).decode()
+
+
+class SquareProvider(Provider):
+    name = "square"
+    # Square retries failed deliveries for up to 72 hours.
+    retry_window = timedelta(days=3)
+
+    def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
+        signature = require_header(delivery, SIGNATURE)
+        require_secrets(secrets)
+        expected = [_signature(secret, delivery.url, delivery.body) for secret in secrets]
+        if not any_digest_matches(expected, [signature]):
+            raise VerificationError(
+                "the signature matches no active signature key for this notification URL"
+            )
+
+    def parse(self, delivery: Delivery) -> list[IncomingEvent]:
+        payload = json_object(delivery.body)
+        event_id, event_type = payload.get("event_id"), payload.get("type")
+        if not isinstance(event_id, str) or not event_id or not isinstance(event_type, str):
+            raise MalformedRequest(
+                "a Square event needs string event_id and type", reason="malformed_body"
+            )
+        return [IncomingEvent(event_id, event_type, _created_at(payload.get("created_at")))]
+
+    def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
+        return {SIGNATURE: _signature(secret, delivery.url, delivery.body)}
+
+    def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
+        payload = {
+            "merchant_id": "MLDEMO000000",
+            "type": "webhooks.test_notification",
+            "event_id": str(uuid.uuid4()),
+            "created_at": now.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "data": {"type": "webhooks", "id": str(uuid.uuid4())},
+        }
+        return {"Content-Type": "application/json"}, json.dumps(payload).encode()
+
+
+def _created_at(value: object) -> datetime | None:
+    """RFC 3339 with up to nanoseconds ("2022-07-13T20:30:59.037339943Z")."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
