@@ -309,7 +309,7 @@ def wait_http(url: str, proc: Proc, timeout: float = 20.0) -> None:
         try:
             requests.get(url, timeout=1)
             return
-        except requests.ConnectionError:
+        except requests.RequestException:  # not listening yet, or a worker still booting
             time.sleep(0.1)
     raise AssertionError(f"{url} did not answer:\n{proc.log()}")
 
