@@ -128,9 +128,12 @@ def _ingest(
     delivery = Delivery("POST", url, headers, body, endpoint.options)
     try:
         provider.verify(delivery, secrets=endpoint.secrets, now=runtime.clock())
-    except VerificationError:
+    except VerificationError as exc:
         if cache is not None:
             return again()
+        # How many secrets were tried tells a rotation gone wrong at a glance.
+        exc.facts.setdefault("provider", endpoint.provider)
+        exc.facts.setdefault("active_secrets", len(endpoint.secrets))
         raise
     handshake = provider.handshake(delivery, secrets=endpoint.secrets)
     if handshake is not None:

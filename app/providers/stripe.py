@@ -37,7 +37,10 @@ class StripeProvider(Provider):
         require_secrets(secrets)
         expected = [_signature(secret, timestamp, delivery.body) for secret in secrets]
         if not any_digest_matches(expected, signatures):
-            raise VerificationError("no v1 signature matches an active secret")
+            raise VerificationError(
+                "no v1 signature matches an active secret",
+                facts={"scheme": f"t= and {len(signatures)} v1="},
+            )
         check_timestamp(timestamp, now=now, tolerance=self.tolerance)
 
     @staticmethod

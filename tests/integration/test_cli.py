@@ -181,6 +181,7 @@ def test_refused_deliveries_are_counted_by_reason_in_endpoints_show(cli, client,
     }
     logged = [r.getMessage() for r in caplog.records if "refused delivery" in r.getMessage()]
     assert any("timestamp_skew_seconds 36" in line for line in logged), logged
+    assert any("active_secrets 1; provider stripe; scheme t= and 1 v1=" in x for x in logged)
     assert all("whsec_a" not in line and "whsec_rotated_away" not in line for line in logged)
 
 
