@@ -96,9 +96,10 @@ def _error_text(exc: BaseException) -> str:
     return text.replace("\x00", "\\x00")  # PostgreSQL text cannot hold NUL
 
 
-# A worker claims up to this many events in one transaction, and commits at least this
-# often: the per-event cost of a transaction (claim, commit, outbox delete) is shared,
-# while locks stay short and effects become visible soon.
+# A worker claims up to this many events in one transaction, and starts no further event
+# in it once it has run this long: the per-event cost of a transaction (claim, commit,
+# outbox delete) is shared, while locks stay short and effects become visible soon. (A
+# slow handler still holds its chunk's earlier events until it returns.)
 EVENTS_PER_TRANSACTION = 100
 TRANSACTION_SECONDS = 0.25
 
