@@ -25,7 +25,7 @@ import hmac
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -155,6 +155,17 @@ def check_timestamp(timestamp: int, *, now: datetime, tolerance: timedelta) -> N
             reason="future_timestamp",
             facts=facts,
         )
+
+
+def occurred_at(value: Any) -> datetime | None:
+    """An ISO 8601 time from a payload, or None when it is absent or not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def json_object(body: bytes) -> dict[str, Any]:

@@ -33,10 +33,10 @@ from app.providers.base import (
     any_digest_matches,
     check_timestamp,
     json_object,
+    occurred_at,
     require_header,
     require_secrets,
 )
-from app.providers.standard_webhooks import occurred_at
 
 HEX_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 

@@ -29,10 +29,10 @@ from app.providers.base import (
     any_digest_matches,
     check_timestamp,
     json_object,
+    occurred_at,
     require_header,
     require_secrets,
 )
-from app.providers.standard_webhooks import occurred_at
 
 
 def _signature(secret: str, timestamp: int, body: bytes) -> str:

@@ -28,8 +28,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -41,6 +40,7 @@ from app.providers.base import (
     Provider,
     any_digest_matches,
     check_timestamp,
+    occurred_at,
     require_header,
     require_secrets,
 )
@@ -185,17 +185,6 @@ def _ed25519_verifies(key: Ed25519PublicKey, signature: bytes, content: bytes) -
     except InvalidSignature:
         return False
     return True
-
-
-def occurred_at(value: Any) -> datetime | None:
-    """An ISO 8601 time from a payload, or None when it is absent or not one."""
-    if not isinstance(value, str):
-        return None
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 class StandardWebhooksProvider(Provider):
