@@ -1,15 +1,32 @@
-"""hooklatch: a webhook receiver that stores every event once and processes it once."""
+"""hooklatch: a webhook receiver that stores every event once and processes it once.
+
+What users import: handlers are registered with ``on`` and receive an ``EventView`` and
+a ``Context``::
+
+    from hooklatch import Context, EventView, on
+
+    @on("stripe", "invoice.paid")
+    def record_invoice(event: EventView, ctx: Context) -> None:
+        ...
+
+Provider plugins import from ``hooklatch.providers``, their tests from
+``hooklatch.testing``. Everything else is internal and may move.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from flask import Flask
+from hooklatch.db import utcnow
+from hooklatch.handlers import Context, EventView, Router, on
+from hooklatch.settings import Settings
 
-from app.db import utcnow
-from app.handlers import Router
-from app.settings import Settings
+if TYPE_CHECKING:
+    from flask import Flask
+
+__all__ = ["Context", "EventView", "Router", "Settings", "create_app", "on"]
 
 
 def create_app(
@@ -18,11 +35,14 @@ def create_app(
     router: Router | None = None,
     clock: Callable[[], datetime] = utcnow,
 ) -> Flask:
-    from app import logs
-    from app.admin.views import bp as admin_bp
-    from app.errors import register_error_handlers
-    from app.events.views import bp as events_bp
-    from app.runtime import build_runtime
+    from flask import Flask
+
+    from hooklatch import logs
+    from hooklatch.admin.views import bp as admin_bp
+    from hooklatch.errors import register_error_handlers
+    from hooklatch.health import bp as health_bp
+    from hooklatch.ingest.views import bp as ingest_bp
+    from hooklatch.runtime import build_runtime
 
     settings = settings or Settings.from_env()
     logs.configure()
@@ -32,10 +52,11 @@ def create_app(
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["hooklatch"] = runtime
     register_error_handlers(app)
-    app.register_blueprint(events_bp)
+    app.register_blueprint(ingest_bp)
+    app.register_blueprint(health_bp)
     app.register_blueprint(admin_bp)
     if runtime.settings.embedded and runtime.settings.start_dispatcher:
-        from workers.dispatcher import start_embedded_dispatcher
+        from hooklatch.workers.relay.dispatcher import start_embedded_dispatcher
 
         start_embedded_dispatcher(runtime)
     return app

@@ -5,8 +5,8 @@ import os
 from alembic import context
 from sqlalchemy import pool
 
-import app.models  # noqa: F401  (registers every table on Base.metadata)
-from app.db import Base, make_engine
+import hooklatch.models  # noqa: F401  (registers every table on Base.metadata)
+from hooklatch.db import Base, make_engine
 
 config = context.config
 target_metadata = Base.metadata

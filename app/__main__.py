@@ -1,0 +1,5 @@
+"""`python -m hooklatch ...` is the `hooklatch` command."""
+
+from hooklatch.cli import main
+
+main()

@@ -1,0 +1,121 @@
+"""The built wheel installs one import package, `hooklatch`, and runs beside a user's own
+`app`, `migrations` and `workers`: Flask's tutorial layout, with Flask-Migrate's folder."""
+
+import re
+import subprocess
+import sys
+import time
+import zipfile
+
+import pytest
+
+from tests.conftest import ROOT, free_port
+
+APP = '''"""The user's own Flask application, as Flask's tutorial lays it out."""
+
+
+def create_app():
+    raise AssertionError("hooklatch imported the user's app package")
+'''
+WEBHOOKS = '''"""The user's handlers, registered through HOOKLATCH_HANDLERS=app.webhooks."""
+
+import os
+from pathlib import Path
+
+from hooklatch import Context, EventView, on
+
+
+@on("stripe", "*")
+def remember(event: EventView, ctx: Context) -> None:
+    Path(os.environ["USER_EFFECTS"], event.external_id).write_text(ctx.idempotency_key)
+'''
+ALEMBIC_ENV = 'raise AssertionError("hooklatch ran the user\'s own alembic env.py")\n'
+WORKERS = 'raise AssertionError("hooklatch imported the user\'s workers module")\n'
+SEND = re.compile(r"^\s+(\S*hooklatch send-test demo.*)$", re.MULTILINE)
+
+
+def build_wheel(tmp_path):
+    """A wheel of the working tree (tracked and new files), built from a copy of it so
+    that nothing stale from an earlier build can slip in."""
+    source = tmp_path / "source"
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for name in files:
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            (source / name).write_bytes((ROOT / name).read_bytes())
+    out = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), "."],
+        cwd=source,
+        check=True,
+        timeout=300,
+    )
+    [wheel] = out.glob("hooklatch-*.whl")
+    return wheel
+
+
+def user_project(tmp_path):
+    project = tmp_path / "project"
+    (project / "app").mkdir(parents=True)
+    (project / "app" / "__init__.py").write_text(APP)
+    (project / "app" / "webhooks.py").write_text(WEBHOOKS)
+    (project / "migrations" / "versions").mkdir(parents=True)
+    (project / "migrations" / "env.py").write_text(ALEMBIC_ENV)
+    (project / "migrations" / "alembic.ini").write_text("[alembic]\nscript_location = .\n")
+    (project / "workers.py").write_text(WORKERS)
+    (project / "effects").mkdir()
+    return project
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_only_hooklatch_and_serves_beside_the_users_own_app(procs, tmp_path):
+    wheel = build_wheel(tmp_path)
+    with zipfile.ZipFile(wheel) as archive:
+        top_level = {name.split("/")[0] for name in archive.namelist()}
+    assert top_level == {"hooklatch", wheel.name.split("-py3")[0] + ".dist-info"}, top_level
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--quiet", str(wheel)], check=True, timeout=600
+    )
+    [site] = (venv / "lib").glob("python3*/site-packages")
+    installed = {path.name for path in site.iterdir()}
+    assert not installed & {"app", "workers", "migrations"}, installed
+
+    project = user_project(tmp_path)
+    port = free_port()
+    env = {
+        "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
+        "PYTHONPATH": str(project),
+        "HOOKLATCH_HANDLERS": "app.webhooks",
+        "USER_EFFECTS": str(project / "effects"),
+    }
+    serve = procs(
+        "serve", [str(venv / "bin" / "hooklatch"), "serve", "--port", str(port)], env, cwd=project
+    )
+    deadline = time.monotonic() + 120
+    while not (printed := SEND.search(serve.log())) and time.monotonic() < deadline:
+        assert serve.popen.poll() is None, serve.log()
+        time.sleep(0.2)
+    assert printed, serve.log()
+
+    sent = subprocess.run(
+        [str(venv / "bin" / "hooklatch"), "send-test", "demo", "--url", f"http://127.0.0.1:{port}"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert sent.returncode == 0, sent.stdout + sent.stderr + serve.log()
+    assert re.search(r"event \d+: processed", sent.stdout), sent.stdout
+    [effect] = (project / "effects").iterdir()  # the user's handler ran, once
+    assert effect.read_text().startswith("hooklatch:ep_")
+    assert "Traceback" not in serve.log()

@@ -1,0 +1,53 @@
+"""hooklatch installs as one import package: the folders map under it, and no code imports
+them by their folder names (which would load a second copy, or a user's own `app`)."""
+
+import ast
+import tomllib
+from pathlib import Path
+
+from tests.conftest import PACKAGE_DIRS, ROOT
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+FOLDER_NAMES = {"app", "workers", "migrations"}
+
+
+def test_the_package_dirs_are_the_ones_pyproject_maps():
+    assert PYPROJECT["tool"]["setuptools"]["package-dir"] == {
+        package: folder for folder, package in PACKAGE_DIRS.items()
+    }
+
+
+def test_every_package_folder_is_listed_for_the_wheel():
+    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join((package, *init.parent.relative_to(ROOT / folder).parts))
+        for folder, package in PACKAGE_DIRS.items()
+        for init in (ROOT / folder).rglob("__init__.py")
+    }
+    assert found == listed
+
+
+def sources():
+    for folder in ("app", "workers", "migrations", "tests", "bench", "examples"):
+        yield from sorted((ROOT / folder).rglob("*.py"))
+    yield ROOT / "wsgi.py"
+
+
+def test_nothing_imports_the_folders_by_their_own_names():
+    offenders = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sources()
+        for name in imported_modules(path)
+        if name.split(".")[0] in FOLDER_NAMES
+    ]
+    assert offenders == []
+
+
+def imported_modules(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return names
