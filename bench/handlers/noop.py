@@ -1,6 +1,6 @@
 """A handler that does nothing: what is left is hooklatch's own cost per event."""
 
-from app.handlers import Context, EventView, on
+from hooklatch import Context, EventView, on
 
 
 @on("stripe", "*")

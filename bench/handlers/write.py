@@ -2,8 +2,8 @@
 
 import time
 
-from app.handlers import Context, EventView, on
 from bench.handlers import effects
+from hooklatch import Context, EventView, on
 
 
 @on("stripe", "*")

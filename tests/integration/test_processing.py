@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from app.events.models import Attempt, Event, Replay
+from hooklatch.events.models import Attempt, Event, Replay
 from tests.conftest import count, deliver, drain, make_endpoint
 from tests.support.effects import effects
 from tests.support.handlers import write_effect
@@ -87,7 +87,7 @@ def test_failing_handler_writes_nothing_is_retried_with_backoff_then_dead(client
 
 
 def test_backoff_grows_exponentially_within_jitter_and_respects_the_cap():
-    from app.events.processing import backoff
+    from hooklatch.workers.worker.processing import backoff
 
     for attempt in range(1, 8):
         delay = backoff(attempt, base=10, maximum=600).total_seconds()
@@ -154,7 +154,7 @@ def test_replay_requires_the_admin_token(client, runtime):
 def test_admin_api_is_closed_when_no_token_is_configured(settings, router):
     from dataclasses import replace
 
-    from app import create_app
+    from hooklatch import create_app
 
     closed = create_app(replace(settings, admin_token=None), router=router)
     response = closed.test_client().get("/admin/events", headers={"Authorization": "Bearer "})
@@ -196,28 +196,36 @@ def test_provider_redelivery_of_a_dead_event_rearms_it(client, runtime, router):
 
 
 def test_a_duplicate_job_for_a_processed_event_does_nothing(client, runtime, router):
-    from app.events.processing import process_event
-
     router.on("stripe", "invoice.paid")(record_effect)
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     event_id = deliver(client, endpoint, "evt_twice")
     drain(runtime)
     with runtime.session_factory.begin() as session:
-        assert process_event(session, runtime, event_id) is None
+        assert process_one(session, runtime, event_id) == "skipped"
     assert len(effect_rows(runtime, "evt_twice")) == 1
 
 
 def test_an_event_locked_by_another_worker_is_skipped_not_run_twice(client, runtime, router):
-    from app.events.processing import process_event
-
     router.on("stripe", "invoice.paid")(record_effect)
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     event_id = deliver(client, endpoint, "evt_locked")
     with runtime.session_factory.begin() as holder:
         holder.scalars(select(Event).where(Event.id == event_id).with_for_update()).one()
         with runtime.session_factory.begin() as other:
-            assert process_event(other, runtime, event_id) is None
+            assert process_one(other, runtime, event_id) == "skipped"
     assert effect_rows(runtime, "evt_locked") == []
+
+
+def process_one(session, runtime, event_id) -> str:
+    """What a worker's chunk makes of one event, in the caller's transaction."""
+    from collections import Counter
+
+    from hooklatch.workers.worker.processing import process_chunk
+
+    counts: Counter[str] = Counter()
+    process_chunk(session, runtime, [event_id], counts)
+    [outcome] = counts
+    return outcome
 
 
 def test_in_a_shared_transaction_one_failing_event_undoes_only_its_own_writes(
@@ -231,7 +239,7 @@ def test_in_a_shared_transaction_one_failing_event_undoes_only_its_own_writes(
     router.on("stripe", "invoice.paid")(fail_on_three)
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     ids = [deliver(client, endpoint, f"evt_batch_{n}") for n in range(6)]
-    from app.events.processing import process_events
+    from hooklatch.workers.worker.jobs import process_events
 
     counts = process_events(runtime, ids)
     assert counts == {"processed": 5, "pending": 1}
@@ -244,14 +252,12 @@ def test_in_a_shared_transaction_one_failing_event_undoes_only_its_own_writes(
 def test_a_job_commits_in_several_transactions_and_still_runs_every_event_once(
     client, runtime, router, monkeypatch
 ):
-    from app.events import processing
+    from hooklatch.workers.worker import jobs, processing
 
     # Every event past the first in a transaction is over the time budget.
     monkeypatch.setattr(processing, "TRANSACTION_SECONDS", 0.0)
     transactions = []
-    monkeypatch.setattr(
-        processing, "_process_chunk", _counting(processing._process_chunk, transactions)
-    )
+    monkeypatch.setattr(jobs, "process_chunk", _counting(processing.process_chunk, transactions))
     router.on("stripe", "invoice.paid")(record_effect)
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     for n in range(5):
@@ -280,7 +286,7 @@ def test_an_error_text_the_database_cannot_store_costs_only_its_own_event(client
     router.on("stripe", "invoice.paid")(fail_with_nul)
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     ids = [deliver(client, endpoint, f"evt_nul_{n}") for n in range(4)]
-    from app.events.processing import process_events
+    from hooklatch.workers.worker.jobs import process_events
 
     assert process_events(runtime, ids) == {"processed": 3, "pending": 1}
     assert [len(effect_rows(runtime, f"evt_nul_{n}")) for n in range(4)] == [1, 1, 0, 1]
@@ -302,7 +308,7 @@ def test_a_handler_that_swallows_a_database_error_costs_only_its_own_event(clien
     router.on("stripe", "invoice.paid")(swallow)
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     ids = [deliver(client, endpoint, f"evt_swallow_{n}") for n in range(3)]
-    from app.events.processing import process_events
+    from hooklatch.workers.worker.jobs import process_events
 
     counts = process_events(runtime, ids)
     assert counts["processed"] == 2, counts

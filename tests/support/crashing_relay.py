@@ -3,10 +3,10 @@
 import os
 import signal
 
-from app.runtime import build_runtime
-from app.settings import Settings
-from workers.relay import Relay
-from workers.sinks import make_sink
+from hooklatch.runtime import build_runtime
+from hooklatch.settings import Settings
+from hooklatch.workers.relay.loop import Relay
+from hooklatch.workers.relay.sinks import make_sink
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ import os
 import time
 from pathlib import Path
 
-from app.handlers import on
+from hooklatch import on
 from tests.support.effects import effects
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import threading
 
-from app.runtime import Runtime
-from workers.relay import Relay
-from workers.sinks import InlineSink
+from hooklatch.runtime import Runtime
+from hooklatch.workers.relay.loop import Relay
+from hooklatch.workers.relay.sinks import InlineSink
 
 log = logging.getLogger(__name__)
 

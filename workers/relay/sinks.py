@@ -4,21 +4,56 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from redis import Redis
 from rq import Queue
 from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
+from rq.utils import as_text
 
-from app.events.processing import process_events, process_replays
-from app.runtime import Runtime
-from workers.lease import leases_held
-from workers.relay import Batch
+from hooklatch.runtime import Runtime
+from hooklatch.workers.worker.jobs import process_events, process_replays
+from hooklatch.workers.worker.lease import leases_held
 
 log = logging.getLogger(__name__)
 
-JOB_FUNCTION = "workers.jobs.process_batch"
-WAITING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
+
+@dataclass
+class Batch:
+    event_ids: list[int] = field(default_factory=list)
+    replay_ids: list[int] = field(default_factory=list)
+    job_id: str = ""
+
+
+@dataclass
+class Verdicts:
+    """What the sink says of the jobs a sweep asks about. A job in none of these sets is
+    lost, and its rows are handed out again without counting against them."""
+
+    alive: set[str] = field(default_factory=set)  # queued, or running under its lease
+    # Neither, but not for long enough to tell a dead worker from a live one starting the
+    # job: the next sweep asks again.
+    suspects: set[str] = field(default_factory=set)
+    died: set[str] = field(default_factory=set)  # lost, and its process died under it
+
+
+class Sink(Protocol):
+    def push(self, batches: list[Batch]) -> None:
+        """Hand the batches over and set each one's job_id; raise if that failed."""
+
+    def after_commit(self, batches: list[Batch]) -> None: ...
+
+    def check(self, job_ids: list[str]) -> Verdicts: ...
+
+
+JOB_FUNCTION = "hooklatch.workers.worker.jobs.process_batch"
+# Redis keys: when a sweep first saw a job taken off its queue but not started, or
+# started without its lease. They outlive two sweep intervals (at least an hour), then
+# expire.
+SUSPECT_PREFIX = "hooklatch:suspect:"
+TAKEN, STARTED = "taken", "started"
 
 
 class RQSink:
@@ -26,6 +61,7 @@ class RQSink:
         self.runtime = runtime
         self.redis = redis
         self.queue = Queue(runtime.settings.queue_name, connection=redis)
+        self._lpos: bool | None = None
 
     def push(self, batches: list[Batch]) -> None:
         datas = [
@@ -47,27 +83,80 @@ class RQSink:
     def after_commit(self, batches: list[Batch]) -> None:
         pass
 
-    def in_flight(self, job_ids: list[str]) -> set[str]:
-        return self.check(job_ids)[0]
+    def check(self, job_ids: list[str]) -> Verdicts:
+        """Which of these jobs are still queued or running, and which may be.
 
-    def check(self, job_ids: list[str]) -> tuple[set[str], set[str]]:
-        """(still queued or running, died while running). A job missing from Redis (a
-        restart without persistence) or one that finished is neither: its work is sent
-        again without counting against the events in it."""
+        A job is queued while it is in its queue's list, and running while the process
+        running it holds its lease. In between, a worker has taken it off the list (RQ
+        moves it to an intermediate list, still "queued"), forked a work horse, and RQ
+        has marked it started before the job takes its lease: milliseconds, unless the
+        worker died there, which leaves a job nobody will ever run. Such a job is a
+        suspect; one still a suspect on a later sweep, half a sweep interval or more after
+        a sweep first saw it so, is lost. The sighting is kept in Redis, so that every
+        relay, and a restarted one, decides alike.
+
+        A job missing from Redis (a restart without persistence), finished, failed or
+        stopped is lost too, unless a live process still holds its lease. Of the lost, a
+        job whose process died under it (started, or failed with RQ's words for a killed
+        work horse or a timeout) counts against its rows.
+        """
         StartedJobRegistry(queue=self.queue).cleanup()
-        jobs = Job.fetch_many(job_ids, connection=self.redis)
-        alive, started, died = set(), [], set()
-        for job_id, job in zip(job_ids, jobs, strict=True):
-            status = job.get_status(refresh=False) if job else None
-            if status in WAITING:
-                alive.add(job_id)
-            elif status == JobStatus.STARTED:
-                started.append(job_id)
-            elif job is not None and status == JobStatus.FAILED and _process_died(job):
-                died.add(job_id)
-        # A started job is alive only while the process running it holds its lease.
-        holding = leases_held(self.runtime.engine, started)
-        return alive | holding, died | (set(started) - holding)
+        jobs = dict(zip(job_ids, Job.fetch_many(job_ids, connection=self.redis), strict=True))
+        status = {j: job.get_status(refresh=False) if job else None for j, job in jobs.items()}
+        queued = self._in_queue([j for j in job_ids if status[j] == JobStatus.QUEUED])
+        others = [j for j in job_ids if j not in queued]
+        leased = leases_held(self.runtime.engine, others)
+        self._forget(leased)
+        taken = [j for j in others if j not in leased and status[j] == JobStatus.QUEUED]
+        started = [j for j in others if j not in leased and status[j] == JobStatus.STARTED]
+        suspects = self._recent(TAKEN, taken) | self._recent(STARTED, started)
+        failed = [j for j in others if j not in leased and status[j] == JobStatus.FAILED]
+        killed = {j for j in failed if (job := jobs[j]) is not None and _process_died(job)}
+        died = (set(started) - suspects) | killed
+        return Verdicts(alive=queued | leased, suspects=suspects, died=died)
+
+    def _in_queue(self, job_ids: list[str]) -> set[str]:
+        if not job_ids:
+            return set()
+        if not self._has_lpos():
+            waiting = {as_text(j) for j in self.redis.lrange(self.queue.key, 0, -1)}
+            return {j for j in job_ids if j in waiting}
+        with self.redis.pipeline(transaction=False) as pipeline:
+            for job_id in job_ids:
+                pipeline.lpos(self.queue.key, job_id)
+            positions = pipeline.execute()
+        return {j for j, position in zip(job_ids, positions, strict=True) if position is not None}
+
+    def _has_lpos(self) -> bool:
+        """LPOS came with Redis 6.0.6; before it the whole list is read instead."""
+        if self._lpos is None:
+            version = str(self.redis.info("server").get("redis_version", "0"))
+            self._lpos = tuple(int(part) for part in version.split(".")[:3]) >= (6, 0, 6)
+        return self._lpos
+
+    def _mark(self, state: str, job_id: str) -> str:
+        return f"{SUSPECT_PREFIX}{self.queue.name}:{state}:{job_id}"
+
+    def _recent(self, state: str, job_ids: list[str]) -> set[str]:
+        """Those first seen in this state less than half a sweep interval ago (now, for
+        those never seen in it before)."""
+        if not job_ids:
+            return set()
+        now = self.runtime.clock().timestamp()
+        allowance = self.runtime.settings.sweep_interval_seconds / 2
+        with self.redis.pipeline(transaction=True) as pipeline:  # SET and GET at once
+            for job_id in job_ids:
+                key = self._mark(state, job_id)
+                pipeline.set(key, now, nx=True, ex=max(3600, int(4 * allowance)))
+                pipeline.get(key)
+            replies = pipeline.execute()
+        first_seen = [float(seen) for seen in replies[1::2]]
+        return {j for j, seen in zip(job_ids, first_seen, strict=True) if now - seen < allowance}
+
+    def _forget(self, job_ids: set[str]) -> None:
+        """A job now running under its lease was only starting when a sweep saw it without."""
+        if job_ids:
+            self.redis.delete(*(self._mark(STARTED, j) for j in job_ids))
 
 
 def _process_died(job: Job) -> bool:
@@ -91,11 +180,10 @@ class InlineSink:
             process_events(self.runtime, batch.event_ids, job_id=batch.job_id)
             process_replays(self.runtime, batch.replay_ids, job_id=batch.job_id)
 
-    def in_flight(self, job_ids: list[str]) -> set[str]:
-        return set()  # work runs synchronously: nothing is in flight between passes
-
-    def check(self, job_ids: list[str]) -> tuple[set[str], set[str]]:
-        return set(), set()
+    def check(self, job_ids: list[str]) -> Verdicts:
+        # Work runs synchronously between passes: a row still handed out afterwards was
+        # left by a pass that failed, and goes out again.
+        return Verdicts()
 
 
 def make_sink(runtime: Runtime) -> RQSink | InlineSink:

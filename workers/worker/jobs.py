@@ -1,19 +1,32 @@
-"""The RQ job: process a batch of events and replays, each in its own transaction."""
+"""The job: process a batch of events and replays, a transaction at a time.
+
+``process_batch`` is what the relay enqueues; ``process_events`` and
+``process_replays`` are the job's body, which the embedded dispatcher runs in the web
+process too. They own the transactions; what runs inside them is in
+``processing`` and ``replays``.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
+from collections.abc import Sequence
 
 from rq import get_current_job
 from sqlalchemy.orm import configure_mappers
 
-from app.events.processing import process_events, process_replays
-from app.logs import bind
-from app.runtime import Runtime
-from workers.lease import job_lease
+from hooklatch.logs import bind
+from hooklatch.runtime import Runtime
+from hooklatch.workers.worker.lease import job_lease
+from hooklatch.workers.worker.processing import process_chunk, release_outbox_rows
+from hooklatch.workers.worker.replays import process_replay, release_replay_rows
 
 log = logging.getLogger(__name__)
+
+# A worker claims up to this many events in one transaction (and starts no further event
+# in it after processing.TRANSACTION_SECONDS).
+EVENTS_PER_TRANSACTION = 100
 
 
 class _State:
@@ -52,3 +65,64 @@ def process_batch(event_ids: list[int], replay_ids: list[int] | None = None) -> 
         counts += process_replays(runtime, replay_ids or (), job_id=job_id)
     log.info("batch done: %s", dict(counts))
     return dict(counts)
+
+
+def process_events(
+    runtime: Runtime, event_ids: Sequence[int], *, job_id: str | None = None
+) -> Counter[str]:
+    """Run the handlers of each pending, due event once, a chunk per transaction. With
+    ``job_id``, the outbox rows handed to that job are deleted in the same transactions."""
+    counts: Counter[str] = Counter()
+    remaining = list(dict.fromkeys(event_ids))
+    alone: list[int] = []  # events whose shared transaction could not commit
+    while remaining or alone:
+        if alone:
+            chunk, alone = alone[:1], alone[1:]
+        else:
+            chunk, remaining = (
+                remaining[:EVENTS_PER_TRANSACTION],
+                remaining[EVENTS_PER_TRANSACTION:],
+            )
+        try:
+            left, outcomes = _transaction(runtime, chunk, job_id)
+        except Exception:
+            if len(chunk) == 1:
+                raise  # this event alone cannot commit: the job fails and is dispatched again
+            # One event's writes broke the shared transaction: run these one per
+            # transaction, so that only that one suffers.
+            log.warning(
+                "a transaction of %d events failed; running them one at a time",
+                len(chunk),
+                exc_info=True,
+            )
+            alone.extend(chunk)
+            continue
+        counts += outcomes
+        remaining = left + remaining
+    return counts
+
+
+def _transaction(
+    runtime: Runtime, chunk: list[int], job_id: str | None
+) -> tuple[list[int], Counter[str]]:
+    """One chunk in one transaction: the ids claimed but left for later, and outcomes."""
+    outcomes: Counter[str] = Counter()
+    with runtime.session_factory.begin() as session:
+        done, left = process_chunk(session, runtime, chunk, outcomes)
+        if job_id is not None and done:
+            release_outbox_rows(session, done, job_id)
+    return left, outcomes
+
+
+def process_replays(
+    runtime: Runtime, replay_ids: Sequence[int], *, job_id: str | None = None
+) -> Counter[str]:
+    """Each replay in its own transaction, with its outbox rows (handed to ``job_id``)."""
+    counts: Counter[str] = Counter()
+    for replay_id in dict.fromkeys(replay_ids):
+        with runtime.session_factory.begin() as session:
+            outcome = process_replay(session, runtime, replay_id) or "skipped"
+            if job_id is not None:
+                release_replay_rows(session, replay_id, job_id)
+        counts[f"replay_{outcome}"] += 1
+    return counts

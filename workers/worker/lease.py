@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 from sqlalchemy import Engine, text
 
-from app.db import is_postgres
+from hooklatch.db import is_postgres
 
 
 def lock_key(job_id: str) -> int:

@@ -1,0 +1,52 @@
+"""`hooklatch worker` that is SIGKILLed, with its work horse, at one point between taking
+a job off the queue and the job taking its lease, as a container stopped at that moment.
+
+HOOKLATCH_TEST_DIE_AT names the point:
+
+- ``after_dequeue``: RQ has moved the job to the intermediate list; no horse yet;
+- ``after_fork``: the horse runs, the job is not marked started;
+- ``after_started``: RQ has marked the job started; the job has not taken its lease.
+"""
+
+import os
+import signal
+
+from rq import Worker
+
+from hooklatch.runtime import build_runtime
+from hooklatch.settings import Settings
+from hooklatch.workers.worker.main import run_worker
+
+DIE_AT = os.environ["HOOKLATCH_TEST_DIE_AT"]
+
+
+def die(*, in_horse: bool) -> None:
+    if in_horse:
+        os.kill(os.getppid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class DyingWorker(Worker):
+    def execute_job(self, job, queue):
+        if DIE_AT == "after_dequeue":
+            die(in_horse=False)
+        return super().execute_job(job, queue)
+
+    def perform_job(self, job, queue, execution):
+        if DIE_AT == "after_fork":
+            die(in_horse=True)
+        return super().perform_job(job, queue, execution)
+
+    def prepare_job_execution(self, job, remove_from_intermediate_queue=False):
+        super().prepare_job_execution(job, remove_from_intermediate_queue)
+        if DIE_AT == "after_started":
+            die(in_horse=True)
+
+
+def main() -> None:
+    run_worker(build_runtime(Settings.from_env()), worker_class=DyingWorker)
+    raise SystemExit("unreachable: the worker should have been killed taking its first job")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Running a replay: an event's handlers again, whatever its state, in the caller's
+transaction."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import delete, func, or_, select
+from sqlalchemy.orm import Session
+
+from hooklatch.events.models import PENDING, PROCESSED, Attempt, Event, OutboxEntry, Replay
+from hooklatch.logs import bind
+from hooklatch.runtime import Runtime
+from hooklatch.workers.worker.processing import (
+    FAILED,
+    SUCCEEDED,
+    attempt_row,
+    context_for,
+    error_text,
+    run_handlers,
+)
+
+log = logging.getLogger(__name__)
+
+
+def process_replay(session: Session, runtime: Runtime, replay_id: int) -> str | None:
+    """Run the replay's event's handlers; None when the replay is not pending (done, or
+    another worker's right now). A replay and a normal attempt of one event never
+    overlap: the event's row lock is waited for."""
+    replay = session.scalars(
+        select(Replay)
+        .where(Replay.id == replay_id, Replay.status == PENDING)
+        .with_for_update(skip_locked=True)
+    ).one_or_none()
+    if replay is None:
+        return None
+    event = session.scalars(
+        select(Event).where(Event.id == replay.event_id).with_for_update()
+    ).one()
+    with bind(event_id=event.id, endpoint_id=event.endpoint_id, replay_id=replay.id):
+        started = runtime.clock()
+        number = 1 + (session.scalar(select(func.count()).where(Attempt.event_id == event.id)) or 0)
+        routes = runtime.router.handlers_for(event.provider, event.type)
+        context = context_for(session, event, number, replay_id=replay.id)
+        try:
+            run_handlers(session, runtime, event, routes, context)
+        except Exception as exc:
+            replay.status, replay.error = FAILED, error_text(exc)
+            outcome: str = FAILED
+            log.warning("replay %d failed: %s", replay.id, replay.error)
+        else:
+            replay.status = outcome = SUCCEEDED
+            if routes:
+                finished = runtime.clock()
+                event.status, event.processed_at = PROCESSED, finished
+                event.next_attempt_at, event.last_error = None, None
+        replay.finished_at = runtime.clock()
+        error = None if outcome == SUCCEEDED else replay.error
+        session.add(
+            Attempt(
+                **attempt_row(
+                    event, number, outcome, routes, started, replay.finished_at, error=error
+                ),
+                replay_id=replay.id,
+            )
+        )
+        return outcome
+
+
+def release_replay_rows(session: Session, replay_id: int, job_id: str) -> None:
+    """Delete the replay's outbox rows: this job's, and rows not handed out yet."""
+    session.execute(
+        delete(OutboxEntry).where(
+            OutboxEntry.replay_id == replay_id,
+            or_(OutboxEntry.job_id == job_id, OutboxEntry.job_id.is_(None)),
+        )
+    )
