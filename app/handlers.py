@@ -1,6 +1,6 @@
 """The public handler contract.
 
-    from app.handlers import on
+    from hooklatch import on
 
     @on("stripe", "invoice.paid")        # "*" and shell-style patterns match types
     def record_invoice(event, ctx):
@@ -90,10 +90,12 @@ class HandlerImportError(RuntimeError):
 
 
 def import_handler_modules(modules: Iterable[str]) -> None:
+    from hooklatch.renamed import hint
+
     for module in modules:
         try:
             importlib.import_module(module)
         except Exception as exc:
             raise HandlerImportError(
-                f"HOOKLATCH_HANDLERS: module {module!r} failed to import: {exc}"
+                f"HOOKLATCH_HANDLERS: module {module!r} failed to import: {exc}{hint(exc)}"
             ) from exc

@@ -12,14 +12,15 @@ from typing import Any
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.orm import sessionmaker
 
-import app.models  # noqa: F401  (every mapper, so relationships resolve in any process)
-from app.crypto import SecretBox
-from app.db import is_postgres, make_engine, make_session_factory, utcnow
-from app.endpoints.service import EndpointCache
-from app.handlers import Router, default_router, import_handler_modules
-from app.providers import load_providers
-from app.providers.base import Provider
-from app.settings import Settings, check_retention
+import hooklatch.models  # noqa: F401  (every mapper, so relationships resolve in any process)
+from hooklatch.crypto import SecretBox
+from hooklatch.db import is_postgres, make_engine, make_session_factory, utcnow
+from hooklatch.endpoints.service import EndpointCache
+from hooklatch.handlers import Router, default_router, import_handler_modules
+from hooklatch.ingest.statements import prepare_ingest_statements
+from hooklatch.providers.base import Provider
+from hooklatch.providers.loading import load_providers
+from hooklatch.settings import Settings, check_retention
 
 
 @dataclass
@@ -68,9 +69,15 @@ class Runtime:
             ) from None
 
 
-def _prepare_ingest_statements(dbapi_connection: Any, record: Any) -> None:
-    from app.events.service import prepare_ingest_statements
+def current_runtime() -> Runtime:
+    """The runtime of the Flask app serving this request."""
+    from flask import current_app
 
+    runtime: Runtime = current_app.extensions["hooklatch"]
+    return runtime
+
+
+def _prepare_ingest_statements(dbapi_connection: Any, record: Any) -> None:
     prepare_ingest_statements(dbapi_connection, record.info)
 
 

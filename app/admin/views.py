@@ -8,16 +8,11 @@ from typing import Any
 from flask import Blueprint, request
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.errors import BadRequest, NotFound, StoreUnavailable, Unauthorized
-from app.events.models import Event
-from app.events.service import (
-    describe_event,
-    describe_replay,
-    event_history,
-    list_events,
-    request_replay,
-)
-from app.events.views import current_runtime
+from hooklatch.errors import BadRequest, NotFound, StoreUnavailable, Unauthorized
+from hooklatch.events.models import Event
+from hooklatch.events.replay import request_replay
+from hooklatch.events.serialize import describe_event, describe_replay, event_history, list_events
+from hooklatch.runtime import current_runtime
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 

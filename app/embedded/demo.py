@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.handlers import Context, EventView, on
+from hooklatch import Context, EventView, on
 
 
 @on("*", "*")

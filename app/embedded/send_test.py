@@ -1,29 +1,25 @@
-"""Signed sample deliveries: `hooklatch send-test` and the demo."""
+"""Signed sample deliveries: what `hooklatch send-test` posts, as the provider would."""
 
 from __future__ import annotations
 
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from app.endpoints.service import endpoint_url, get_endpoint
-from app.providers.base import Delivery
-from app.runtime import Runtime
+from hooklatch.providers.base import Delivery, Provider
 
 
 def send_signed_sample(
-    runtime: Runtime, endpoint_ref: str, *, base_url: str | None = None
+    provider: Provider, url: str, *, secret: str, options: Mapping[str, str], now: datetime
 ) -> tuple[int, Any]:
-    with runtime.session_factory() as session:
-        endpoint = get_endpoint(session, endpoint_ref)
-        secret = runtime.box.decrypt(endpoint.secrets[-1].ciphertext)
-        url = endpoint_url(base_url or runtime.settings.public_url, endpoint)
-        provider = runtime.provider(endpoint.provider)
-    now = runtime.clock()
+    """POST the provider's sample event to ``url``, signed with ``secret``: the answer's
+    status and JSON body."""
     headers, body = provider.sample_event(now=now)
-    options = dict(endpoint.options or {})
-    delivery = Delivery("POST", url, {k.lower(): v for k, v in headers.items()}, body, options)
+    lowered = {k.lower(): v for k, v in headers.items()}
+    delivery = Delivery("POST", url, lowered, body, dict(options))
     headers.update(provider.sign(delivery, secret=secret, now=now))
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310
     try:

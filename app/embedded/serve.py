@@ -12,7 +12,7 @@ import click
 from gunicorn.app.base import BaseApplication
 from sqlalchemy import select
 
-from app.settings import Settings
+from hooklatch.settings import Settings
 
 DEMO_ENDPOINT = "demo"
 
@@ -28,7 +28,7 @@ class _Gunicorn(BaseApplication):
             self.cfg.set(key, value)
 
     def load(self) -> Any:
-        from app import create_app
+        from hooklatch import create_app
 
         return create_app(self.settings)
 
@@ -53,16 +53,16 @@ def serve_embedded(settings: Settings, *, host: str, port: int, send_command: st
 def _prepare_embedded(settings: Settings, send_command: str) -> None:
     from alembic import command
 
-    from app.endpoints.models import Endpoint
-    from app.endpoints.service import create_endpoint, endpoint_url
-    from app.runtime import build_runtime
-    from migrations import alembic_config
+    from hooklatch.endpoints.models import Endpoint
+    from hooklatch.endpoints.service import create_endpoint, endpoint_url
+    from hooklatch.migrations import alembic_config
+    from hooklatch.runtime import build_runtime
 
     settings.instance_path.mkdir(parents=True, exist_ok=True)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     command.upgrade(alembic_config(settings.sqlalchemy_url), "head")
     if not settings.handlers:
-        import app.demo  # noqa: F401  (registers the demo handler)
+        import hooklatch.embedded.demo  # noqa: F401  (registers the demo handler)
     runtime = build_runtime(settings)
     with runtime.session_factory.begin() as session:
         endpoint = session.scalar(select(Endpoint).where(Endpoint.name == DEMO_ENDPOINT))

@@ -5,7 +5,7 @@ from datetime import datetime
 from sqlalchemy import JSON, Boolean, ForeignKey, Integer, LargeBinary, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from app.db import Base, UTCDateTime, utcnow
+from hooklatch.db import Base, UTCDateTime, utcnow
 
 
 class Endpoint(Base):

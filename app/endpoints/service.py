@@ -14,10 +14,10 @@ from sqlalchemy import Connection, Select, bindparam, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.crypto import SecretBox
-from app.endpoints.models import Endpoint, EndpointSecret, Refusal
-from app.errors import BadRequest, NotFound, SecretUnavailable
-from app.providers.base import Provider
+from hooklatch.crypto import SecretBox
+from hooklatch.endpoints.models import Endpoint, EndpointSecret, Refusal
+from hooklatch.errors import BadRequest, NotFound, SecretUnavailable
+from hooklatch.providers.base import Provider
 
 
 @dataclass(frozen=True)

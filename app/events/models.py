@@ -17,7 +17,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, UTCDateTime, utcnow
+from hooklatch.db import Base, UTCDateTime, utcnow
 
 # BIGINT ids on servers; SQLite only auto-increments INTEGER PRIMARY KEY.
 BigId = BigInteger().with_variant(Integer, "sqlite")
@@ -26,6 +26,7 @@ PENDING = "pending"
 PROCESSED = "processed"
 IGNORED = "ignored"
 DEAD = "dead"
+STATUSES = (PENDING, PROCESSED, IGNORED, DEAD)
 
 
 class Event(Base):

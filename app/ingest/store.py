@@ -1,4 +1,5 @@
-"""Ingest, dedupe and replay requests. Functions take the session first and never commit."""
+"""Storing deliveries: each event once, with its outbox row, on the ingest connection.
+Nothing here commits; the view owns the connection."""
 
 from __future__ import annotations
 
@@ -13,13 +14,12 @@ from typing import Any
 
 from sqlalchemy import Connection, Insert, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
 
-from app.db import UTCDateTime
-from app.endpoints.service import ActiveEndpoint
-from app.errors import NotFound
-from app.events.models import DEAD, PENDING, Event, OutboxEntry, Replay
-from app.providers.base import IncomingEvent
+from hooklatch.db import UTCDateTime
+from hooklatch.endpoints.service import ActiveEndpoint
+from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
+from hooklatch.ingest.statements import EXECUTE_STORE, POSTGRES_STORE, PREPARED_KEY
+from hooklatch.providers.base import IncomingEvent
 
 log = logging.getLogger(__name__)
 
@@ -69,77 +69,6 @@ EVENT_COLUMNS = (
     "body_sha256",
     "mismatched_duplicates",
 )
-
-# PostgreSQL: the event, its outbox row and the check that the endpoint is still enabled
-# with the secrets the request was verified against, in one statement. It is atomic by
-# itself, so the ingest connection autocommits: one round trip in all. Hand-written and
-# run as is: building and caching an SQLAlchemy statement costs more than running it.
-POSTGRES_STORE = """
-WITH guard AS (
-    SELECT 1 FROM endpoints
-    WHERE id = %(endpoint_id)s AND enabled
-      AND (SELECT coalesce(string_agg(s.id::text, ',' ORDER BY s.id), '')
-           FROM endpoint_secrets AS s WHERE s.endpoint_id = %(endpoint_id)s) = %(secret_ids)s
-),
-created AS (
-    INSERT INTO events (endpoint_id, provider, external_id, type, occurred_at, received_at,
-        status, attempts, next_attempt_at, body, headers, body_sha256, mismatched_duplicates)
-    SELECT %(endpoint_id)s, %(provider)s, %(external_id)s, %(type)s,
-        %(occurred_at)s::timestamptz, %(received_at)s::timestamptz, 'pending', 0,
-        %(received_at)s::timestamptz, %(body)s, %(headers)s::json, %(body_sha256)s, 0
-    FROM guard
-    ON CONFLICT (endpoint_id, external_id) DO NOTHING
-    RETURNING id
-),
-queued AS (
-    INSERT INTO outbox (event_id, created_at) SELECT id, %(received_at)s::timestamptz FROM created
-)
-SELECT (SELECT id FROM created), EXISTS (SELECT 1 FROM guard), e.id, e.status, e.body_sha256
-FROM (SELECT 1) AS one
-LEFT JOIN events AS e ON e.endpoint_id = %(endpoint_id)s AND e.external_id = %(external_id)s
-"""
-# The join finds the stored event when this one is a duplicate: the statement's snapshot
-# never sees the row its own insert created, so a new event leaves it empty.
-
-
-_STORE_PARAMETERS = (
-    ("endpoint_id", "text"),
-    ("secret_ids", "text"),
-    ("provider", "text"),
-    ("external_id", "text"),
-    ("type", "text"),
-    ("occurred_at", "timestamptz"),
-    ("received_at", "timestamptz"),
-    ("body", "bytea"),
-    ("headers", "text"),
-    ("body_sha256", "text"),
-)
-# Planning that statement costs PostgreSQL as much as running it, so each ingest
-# connection prepares it once (prepare_ingest_statements) and then only executes it.
-PREPARED_KEY = "hooklatch_store_prepared"
-
-
-def _positional(sql: str) -> str:
-    for number, (name, _) in enumerate(_STORE_PARAMETERS, start=1):
-        sql = sql.replace(f"%({name})s", f"${number}")
-    return sql
-
-
-PREPARE_STORE = (
-    f"PREPARE hooklatch_store ({', '.join(kind for _, kind in _STORE_PARAMETERS)}) AS "
-    + _positional(POSTGRES_STORE)
-)
-EXECUTE_STORE = (
-    "EXECUTE hooklatch_store (" + ", ".join(f"%({name})s" for name, _ in _STORE_PARAMETERS) + ")"
-)
-
-
-def prepare_ingest_statements(dbapi_connection: Any, info: dict[str, Any]) -> None:
-    """Run once on each new ingest connection (PostgreSQL)."""
-    with dbapi_connection.cursor() as cursor:
-        cursor.execute(PREPARE_STORE)
-    dbapi_connection.commit()
-    info[PREPARED_KEY] = True
 
 
 @cache
@@ -314,92 +243,3 @@ def rearm(connection: Connection, event_id: int, *, now: datetime) -> bool:
     if done:
         log.info("dead event re-armed by a provider retry", extra={"event_db_id": event_id})
     return done
-
-
-def request_replay(
-    session: Session, event_id: int, *, requested_by: str, reason: str | None, now: datetime
-) -> Replay:
-    if session.get(Event, event_id) is None:
-        raise NotFound(f"no event {event_id}")
-    replay = Replay(
-        event_id=event_id,
-        requested_by=requested_by,
-        reason=reason,
-        requested_at=now,
-        status=PENDING,
-    )
-    session.add(replay)
-    session.flush()
-    session.add(OutboxEntry(event_id=event_id, replay_id=replay.id, created_at=now))
-    session.flush()
-    return replay
-
-
-def describe_event(event: Event) -> dict[str, Any]:
-    return {
-        "id": event.id,
-        "endpoint_id": event.endpoint_id,
-        "provider": event.provider,
-        "external_id": event.external_id,
-        "type": event.type,
-        "status": event.status,
-        "attempts": event.attempts,
-        "received_at": _iso(event.received_at),
-        "occurred_at": _iso(event.occurred_at),
-        "next_attempt_at": _iso(event.next_attempt_at),
-        "processed_at": _iso(event.processed_at),
-        "last_error": event.last_error,
-        "body_sha256": event.body_sha256,
-        "mismatched_duplicates": event.mismatched_duplicates,
-    }
-
-
-def event_history(session: Session, event: Event) -> dict[str, Any]:
-    from app.events.models import Attempt
-
-    attempts = session.scalars(
-        select(Attempt).where(Attempt.event_id == event.id).order_by(Attempt.id)
-    ).all()
-    replays = session.scalars(
-        select(Replay).where(Replay.event_id == event.id).order_by(Replay.id)
-    ).all()
-    return {
-        **describe_event(event),
-        "attempts_log": [
-            {
-                "number": a.number,
-                "outcome": a.outcome,
-                "replay_id": a.replay_id,
-                "handlers": [h for h in a.handlers.split(",") if h],
-                "error": a.error,
-                "started_at": _iso(a.started_at),
-                "finished_at": _iso(a.finished_at),
-            }
-            for a in attempts
-        ],
-        "replays": [describe_replay(r) for r in replays],
-    }
-
-
-def describe_replay(replay: Replay) -> dict[str, Any]:
-    return {
-        "id": replay.id,
-        "event_id": replay.event_id,
-        "status": replay.status,
-        "requested_by": replay.requested_by,
-        "reason": replay.reason,
-        "requested_at": _iso(replay.requested_at),
-        "finished_at": _iso(replay.finished_at),
-        "error": replay.error,
-    }
-
-
-def list_events(session: Session, *, status: str | None = None, limit: int = 50) -> Sequence[Event]:
-    query = select(Event).order_by(Event.id.desc()).limit(limit)
-    if status:
-        query = query.where(Event.status == status)
-    return session.scalars(query).all()
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None

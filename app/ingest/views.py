@@ -8,31 +8,26 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, request
 from psycopg2.errorcodes import FEATURE_NOT_SUPPORTED, INVALID_SQL_STATEMENT_NAME
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from app.endpoints.service import active_endpoint, record_refusal
-from app.errors import (
+from hooklatch.endpoints.service import active_endpoint, record_refusal
+from hooklatch.errors import (
     MethodNotAllowed,
     ProviderUnavailable,
     StoreUnavailable,
     VerificationError,
 )
-from app.events.service import ACCEPTED, DUPLICATE, EndpointChanged, Recorded, record_events
-from app.logs import bind
-from app.providers.base import Delivery, Provider
-from app.runtime import Runtime
+from hooklatch.ingest.store import ACCEPTED, DUPLICATE, EndpointChanged, Recorded, record_events
+from hooklatch.logs import bind
+from hooklatch.providers.base import Delivery, Provider
+from hooklatch.runtime import Runtime, current_runtime
 
-bp = Blueprint("events", __name__)
+bp = Blueprint("ingest", __name__)
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-def current_runtime() -> Runtime:
-    runtime: Runtime = current_app.extensions["hooklatch"]
-    return runtime
 
 
 @bp.post("/hooks/<endpoint_id>")
@@ -222,13 +217,3 @@ def _with_store(runtime: Runtime, work: Callable[[Connection], T]) -> T:
             log.error("store unavailable, answered 503: %s", type(exc).__name__)
             raise StoreUnavailable() from exc
     raise AssertionError("unreachable")
-
-
-@bp.get("/healthz")
-def health() -> Any:
-    try:
-        with current_runtime().engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-    except SQLAlchemyError as exc:
-        raise StoreUnavailable() from exc
-    return {"status": "ok"}

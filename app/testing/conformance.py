@@ -3,7 +3,7 @@
 Subclass ``ProviderConformance`` in a test module (pytest collects classes named
 ``Test*``), say how your provider signs, and every case runs::
 
-    from app.conformance import ProviderConformance
+    from hooklatch.testing import ProviderConformance
 
     class TestAcmeConformance(ProviderConformance):
         provider = "acme"                      # the entry-point name
@@ -34,9 +34,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from app.errors import VerificationError
-from app.providers import load_providers
-from app.providers.base import Delivery, Provider
+from hooklatch.errors import VerificationError
+from hooklatch.providers.base import Delivery, Provider
+from hooklatch.providers.loading import load_providers
 
 URL = "https://hooks.example.test/hooks/ep_conformance"
 NOTE = "conformance-note"

@@ -1,0 +1,55 @@
+"""What every command needs: settings and the runtime, read when first asked for, and
+hooklatch's own errors shown as one line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import click
+
+from hooklatch.errors import HooklatchError
+from hooklatch.settings import Settings, SettingsError
+
+if TYPE_CHECKING:
+    from hooklatch.runtime import Runtime
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def settings_of(ctx: click.Context) -> Settings:
+    """Read when a command needs it, so `keys generate` works before anything is configured."""
+    if "settings" not in ctx.obj:
+        try:
+            ctx.obj["settings"] = Settings.from_env()
+        except SettingsError as exc:
+            raise click.ClickException(str(exc)) from exc
+    settings: Settings = ctx.obj["settings"]
+    return settings
+
+
+def runtime_of(ctx: click.Context) -> Runtime:
+    """Built once per command: handlers imported, plugins loaded and checked."""
+    from hooklatch.runtime import build_runtime
+
+    if "runtime" not in ctx.obj:
+        try:
+            ctx.obj["runtime"] = build_runtime(settings_of(ctx))
+        except (SettingsError, LookupError, RuntimeError) as exc:
+            raise click.ClickException(str(exc)) from exc
+    runtime: Runtime = ctx.obj["runtime"]
+    return runtime
+
+
+def friendly(command: F) -> F:
+    """Render hooklatch's own errors as one clear line and exit 1."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (HooklatchError, LookupError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from exc
+
+    return cast(F, wrapper)

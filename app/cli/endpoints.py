@@ -1,0 +1,212 @@
+"""`hooklatch endpoints`: the URLs registered with providers, and their secrets."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+from sqlalchemy import select
+
+from hooklatch.cli.context import friendly, runtime_of
+from hooklatch.cli.output import echo_json, emit
+from hooklatch.endpoints.models import Endpoint
+
+if TYPE_CHECKING:
+    from hooklatch.runtime import Runtime
+
+
+@click.group()
+def endpoints() -> None:
+    """The URLs you register with providers."""
+
+
+def _endpoint_json(
+    runtime: Runtime, endpoint: Endpoint, secrets: list[str] | None = None
+) -> dict[str, Any]:
+    from hooklatch.endpoints.service import endpoint_url, shown_options
+
+    data: dict[str, Any] = {
+        "id": endpoint.id,
+        "name": endpoint.name,
+        "provider": endpoint.provider,
+        "enabled": endpoint.enabled,
+        "url": endpoint_url(runtime.settings.public_url, endpoint),
+        "secrets": [
+            {"id": s.id, "fingerprint": s.fingerprint, "created_at": s.created_at.isoformat()}
+            for s in endpoint.secrets
+        ],
+        "options": shown_options(endpoint.options),
+    }
+    if secrets is not None:
+        data["secret_values"] = secrets
+    return data
+
+
+@endpoints.command("add")
+@click.argument("provider")
+@click.option("--name", required=True, help="A unique name for the endpoint.")
+@click.option("--secret", "secrets", multiple=True, help="Signing secret; repeat for several.")
+@click.option(
+    "--option",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A provider option (see docs/plugins.md); repeat for several.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (id, url, secrets).")
+@click.pass_context
+@friendly
+def endpoints_add(
+    ctx: click.Context,
+    provider: str,
+    name: str,
+    secrets: tuple[str, ...],
+    options: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Create an endpoint and print the URL to give PROVIDER."""
+    from hooklatch.endpoints.service import create_endpoint
+
+    runtime = runtime_of(ctx)
+    plugin = runtime.provider(provider)
+    with runtime.session_factory.begin() as session:
+        endpoint, plain = create_endpoint(
+            session,
+            provider=plugin,
+            name=name,
+            secrets=list(secrets),
+            box=runtime.box,
+            options=_key_values(options),
+        )
+        generated = not secrets
+        data = _endpoint_json(runtime, endpoint, plain if generated and plain else None)
+    if as_json:
+        echo_json(data)
+        return
+    click.echo(f"endpoint {data['id']} ({provider}, {name})")
+    click.echo(f"URL to register with {provider}: {data['url']}")
+    if generated and plain:
+        click.echo(f"generated secret (shown once; give it to {provider}): {plain[0]}")
+    elif not plain:
+        click.echo(
+            f"no secret yet: deliveries are refused until you add the one {provider} shows "
+            f"for this URL:\n    hooklatch endpoints secrets add {data['id']} --secret ..."
+        )
+
+
+def _key_values(pairs: tuple[str, ...]) -> dict[str, str]:
+    result = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--option")
+        result[key] = value
+    return result
+
+
+@endpoints.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def endpoints_list(ctx: click.Context, as_json: bool) -> None:
+    """Every endpoint: id, provider, name, state and URL."""
+    runtime = runtime_of(ctx)
+    with runtime.session_factory() as session:
+        rows = [
+            _endpoint_json(runtime, e)
+            for e in session.scalars(select(Endpoint).order_by(Endpoint.created_at))
+        ]
+    emit(rows, as_json=as_json, line=_endpoint_line)
+
+
+def _endpoint_line(row: dict[str, Any]) -> str:
+    state = "enabled" if row["enabled"] else "disabled"
+    return f"{row['id']}  {row['provider']:<10} {row['name']:<24} {state:<8} {row['url']}"
+
+
+@endpoints.command("show")
+@click.argument("endpoint")
+@click.option("--reveal", is_flag=True, help="Also print the secrets in plain text.")
+@click.pass_context
+@friendly
+def endpoints_show(ctx: click.Context, endpoint: str, reveal: bool) -> None:
+    """The endpoint, its secrets' fingerprints, and its refused deliveries by reason."""
+    from hooklatch.endpoints.service import get_endpoint, refusal_counts
+
+    runtime = runtime_of(ctx)
+    with runtime.session_factory() as session:
+        row = get_endpoint(session, endpoint)
+        secrets = [runtime.box.decrypt(s.ciphertext) for s in row.secrets] if reveal else None
+        data = _endpoint_json(runtime, row, secrets)
+        data["refused"] = refusal_counts(session, row.id)
+        echo_json(data)
+
+
+@endpoints.command("disable")
+@click.argument("endpoint")
+@click.pass_context
+@friendly
+def endpoints_disable(ctx: click.Context, endpoint: str) -> None:
+    """Answer 404 to its deliveries from now on."""
+    _set_enabled(ctx, endpoint, False)
+
+
+@endpoints.command("enable")
+@click.argument("endpoint")
+@click.pass_context
+@friendly
+def endpoints_enable(ctx: click.Context, endpoint: str) -> None:
+    """Take its deliveries again."""
+    _set_enabled(ctx, endpoint, True)
+
+
+def _set_enabled(ctx: click.Context, ref: str, enabled: bool) -> None:
+    from hooklatch.endpoints.service import get_endpoint
+
+    runtime = runtime_of(ctx)
+    with runtime.session_factory.begin() as session:
+        row = get_endpoint(session, ref)
+        row.enabled = enabled
+    click.echo(f"endpoint {row.id} {'enabled' if enabled else 'disabled'}")
+
+
+@endpoints.group("secrets")
+def endpoint_secrets() -> None:
+    """Several secrets may be active at once: add the new one, then remove the old."""
+
+
+@endpoint_secrets.command("add")
+@click.argument("endpoint")
+@click.option("--secret", help="The new secret; omitted, one is generated where allowed.")
+@click.pass_context
+@friendly
+def secrets_add(ctx: click.Context, endpoint: str, secret: str | None) -> None:
+    """Add a secret to ENDPOINT; both verify until the old one is removed."""
+    from hooklatch.endpoints.service import add_secret, generate_secret, get_endpoint
+    from hooklatch.errors import BadRequest
+
+    runtime = runtime_of(ctx)
+    with runtime.session_factory.begin() as session:
+        row = get_endpoint(session, endpoint)
+        if secret is None:
+            if not runtime.provider(row.provider).generates_secret:
+                raise BadRequest(f"{row.provider} chooses the secret: pass --secret")
+            secret = generate_secret()
+            click.echo(f"generated secret (shown once): {secret}")
+        added = add_secret(session, row, secret, box=runtime.box)
+        click.echo(f"secret {added.id} ({added.fingerprint}) added to {row.id}")
+
+
+@endpoint_secrets.command("remove")
+@click.argument("endpoint")
+@click.argument("secret_ref", metavar="SECRET_ID_OR_FINGERPRINT")
+@click.pass_context
+@friendly
+def secrets_remove(ctx: click.Context, endpoint: str, secret_ref: str) -> None:
+    """Remove a secret by id or fingerprint (not the last one)."""
+    from hooklatch.endpoints.service import get_endpoint, remove_secret
+
+    runtime = runtime_of(ctx)
+    with runtime.session_factory.begin() as session:
+        row = get_endpoint(session, endpoint)
+        removed = remove_secret(session, row, secret_ref)
+        click.echo(f"secret {removed.id} ({removed.fingerprint}) removed from {row.id}")

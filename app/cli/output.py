@@ -1,0 +1,24 @@
+"""How commands print: JSON with --json, otherwise a line per item."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+
+def echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, default=str))
+
+
+def emit(
+    rows: Sequence[dict[str, Any]], *, as_json: bool, line: Callable[[dict[str, Any]], str]
+) -> None:
+    """The rows as one JSON list, or one line each."""
+    if as_json:
+        echo_json(list(rows))
+        return
+    for row in rows:
+        click.echo(line(row))

@@ -1,0 +1,81 @@
+"""Events read back, with their attempts and replays, as JSON for the admin API and the
+CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from hooklatch.events.models import Attempt, Event, Replay
+
+
+def describe_event(event: Event) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "endpoint_id": event.endpoint_id,
+        "provider": event.provider,
+        "external_id": event.external_id,
+        "type": event.type,
+        "status": event.status,
+        "attempts": event.attempts,
+        "received_at": _iso(event.received_at),
+        "occurred_at": _iso(event.occurred_at),
+        "next_attempt_at": _iso(event.next_attempt_at),
+        "processed_at": _iso(event.processed_at),
+        "last_error": event.last_error,
+        "body_sha256": event.body_sha256,
+        "mismatched_duplicates": event.mismatched_duplicates,
+    }
+
+
+def event_history(session: Session, event: Event) -> dict[str, Any]:
+    attempts = session.scalars(
+        select(Attempt).where(Attempt.event_id == event.id).order_by(Attempt.id)
+    ).all()
+    replays = session.scalars(
+        select(Replay).where(Replay.event_id == event.id).order_by(Replay.id)
+    ).all()
+    return {
+        **describe_event(event),
+        "attempts_log": [
+            {
+                "number": a.number,
+                "outcome": a.outcome,
+                "replay_id": a.replay_id,
+                "handlers": [h for h in a.handlers.split(",") if h],
+                "error": a.error,
+                "started_at": _iso(a.started_at),
+                "finished_at": _iso(a.finished_at),
+            }
+            for a in attempts
+        ],
+        "replays": [describe_replay(r) for r in replays],
+    }
+
+
+def describe_replay(replay: Replay) -> dict[str, Any]:
+    return {
+        "id": replay.id,
+        "event_id": replay.event_id,
+        "status": replay.status,
+        "requested_by": replay.requested_by,
+        "reason": replay.reason,
+        "requested_at": _iso(replay.requested_at),
+        "finished_at": _iso(replay.finished_at),
+        "error": replay.error,
+    }
+
+
+def list_events(session: Session, *, status: str | None = None, limit: int = 50) -> Sequence[Event]:
+    query = select(Event).order_by(Event.id.desc()).limit(limit)
+    if status:
+        query = query.where(Event.status == status)
+    return session.scalars(query).all()
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
