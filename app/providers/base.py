@@ -21,6 +21,8 @@ with lower-case names, the raw body bytes, and the endpoint's options.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
 import json
 from collections.abc import Mapping, Sequence
@@ -29,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
-from app.errors import MalformedRequest, VerificationError
+from hooklatch.errors import MalformedRequest, VerificationError
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,46 @@ def require_header(delivery: Delivery, name: str) -> str:
 def require_secrets(secrets: Sequence[str]) -> None:
     if not secrets:
         raise VerificationError("the endpoint has no active secret", reason="no_secret")
+
+
+def hmac_sha256(key: str | bytes, message: bytes) -> bytes:
+    """HMAC-SHA256 of ``message``; a text key is its UTF-8 bytes, as every provider here
+    keys it (Stripe's ``whsec_`` prefix included)."""
+    return hmac.new(key.encode() if isinstance(key, str) else key, message, hashlib.sha256).digest()
+
+
+def hmac_hex(key: str | bytes, message: bytes) -> str:
+    return hmac_sha256(key, message).hex()
+
+
+def hmac_base64(key: str | bytes, message: bytes) -> str:
+    return base64.b64encode(hmac_sha256(key, message)).decode()
+
+
+def timestamped_signatures(
+    header: str, *, name: str, separator: str, timestamp_key: str, signature_key: str
+) -> tuple[int, list[str]]:
+    """A header of ``key=value`` items that carries one timestamp and one or more
+    signatures: Stripe's ``t=<unix>,v1=<hex>,v1=<hex>``, Paddle's ``ts=<unix>;h1=<hex>``.
+    Other keys are ignored; no timestamp or no signature is malformed_header."""
+    timestamp: int | None = None
+    signatures: list[str] = []
+    for item in header.split(separator):
+        key, _, value = item.strip().partition("=")
+        if key == timestamp_key:
+            try:
+                timestamp = int(value)
+            except ValueError:
+                timestamp = None
+        elif key == signature_key:
+            signatures.append(value)
+    if timestamp is None or not signatures:
+        raise MalformedRequest(
+            f"{name} needs {timestamp_key}=<unix time> and at least one "
+            f"{signature_key}=<signature>",
+            reason="malformed_header",
+        )
+    return timestamp, signatures
 
 
 def any_digest_matches(expected: Sequence[bytes | str], received: Sequence[bytes | str]) -> bool:

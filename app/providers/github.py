@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -11,12 +9,13 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
-from app.errors import MalformedRequest, VerificationError
-from app.providers.base import (
+from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.providers.base import (
     Delivery,
     IncomingEvent,
     Provider,
     any_digest_matches,
+    hmac_hex,
     json_object,
     require_header,
     require_secrets,
@@ -26,7 +25,7 @@ PREFIX = "sha256="
 
 
 def _signature(secret: str, body: bytes) -> str:
-    return PREFIX + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return PREFIX + hmac_hex(secret, body)
 
 
 class GitHubProvider(Provider):

@@ -23,8 +23,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from app.errors import MalformedRequest, VerificationError
-from app.providers.base import (
+from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.providers.base import (
     Delivery,
     IncomingEvent,
     Provider,
@@ -33,7 +33,7 @@ from app.providers.base import (
     require_header,
     require_secrets,
 )
-from app.providers.standard_webhooks import HMAC_SCHEME, v1_signature, verify_signed
+from hooklatch.providers.standard_webhooks import HMAC_SCHEME, v1_signature, verify_signed
 
 TOKEN, SIGNING = "token", "signing"
 MODES = (TOKEN, SIGNING)

@@ -16,8 +16,6 @@ Event type: ``{type}.{action}`` ("Issue.create").
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import re
 import uuid
@@ -25,13 +23,14 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app.errors import MalformedRequest, VerificationError
-from app.providers.base import (
+from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.providers.base import (
     Delivery,
     IncomingEvent,
     Provider,
     any_digest_matches,
     check_timestamp,
+    hmac_hex,
     json_object,
     occurred_at,
     require_header,
@@ -42,7 +41,7 @@ HEX_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 def _signature(secret: str, body: bytes) -> str:
-    return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return hmac_hex(secret, body)
 
 
 class LinearProvider(Provider):

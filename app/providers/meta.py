@@ -28,19 +28,19 @@ item carries as Meta names the subscription: ``page.messages``, ``page.message_e
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app.errors import Forbidden, MalformedRequest, VerificationError
-from app.providers.base import (
+from hooklatch.errors import Forbidden, MalformedRequest, VerificationError
+from hooklatch.providers.base import (
     Delivery,
     HandshakeResponse,
     IncomingEvent,
     Provider,
     any_digest_matches,
+    hmac_hex,
     json_object,
     require_header,
     require_secrets,
@@ -64,7 +64,7 @@ MESSAGING_FIELDS = (
 
 
 def _signature(secret: str, body: bytes) -> str:
-    return PREFIX + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return PREFIX + hmac_hex(secret, body)
 
 
 def _digest(item: Any) -> str:

@@ -14,30 +14,29 @@ Dedupe key: the body's ``event_id``. Each destination and each replay gets a new
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from app.errors import MalformedRequest, VerificationError
-from app.providers.base import (
+from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.providers.base import (
     Delivery,
     IncomingEvent,
     Provider,
     any_digest_matches,
     check_timestamp,
+    hmac_hex,
     json_object,
     occurred_at,
     require_header,
     require_secrets,
+    timestamped_signatures,
 )
 
 
 def _signature(secret: str, timestamp: int, body: bytes) -> str:
-    message = str(timestamp).encode() + b":" + body
-    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+    return hmac_hex(secret, str(timestamp).encode() + b":" + body)
 
 
 class PaddleProvider(Provider):
@@ -49,32 +48,14 @@ class PaddleProvider(Provider):
 
     def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
         header = require_header(delivery, "Paddle-Signature")
-        timestamp, signatures = self._parse_header(header)
+        timestamp, signatures = timestamped_signatures(
+            header, name="Paddle-Signature", separator=";", timestamp_key="ts", signature_key="h1"
+        )
         require_secrets(secrets)
         expected = [_signature(secret, timestamp, delivery.body) for secret in secrets]
         if not any_digest_matches(expected, signatures):
             raise VerificationError("no h1 signature matches an active secret")
         check_timestamp(timestamp, now=now, tolerance=self.tolerance)
-
-    @staticmethod
-    def _parse_header(header: str) -> tuple[int, list[str]]:
-        timestamp: int | None = None
-        signatures: list[str] = []
-        for item in header.split(";"):
-            key, _, value = item.strip().partition("=")
-            if key == "ts":
-                try:
-                    timestamp = int(value)
-                except ValueError:
-                    timestamp = None
-            elif key == "h1":
-                signatures.append(value)
-        if timestamp is None or not signatures:
-            raise MalformedRequest(
-                "Paddle-Signature needs ts=<unix time> and at least one h1=<signature>",
-                reason="malformed_header",
-            )
-        return timestamp, signatures
 
     def parse(self, delivery: Delivery) -> list[IncomingEvent]:
         payload = json_object(delivery.body)

@@ -29,8 +29,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_der_public_key, load_pem_public_key
 
-from app.errors import MalformedRequest, VerificationError
-from app.providers.base import (
+from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.providers.base import (
     Delivery,
     IncomingEvent,
     Provider,

@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import json
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from app.errors import MalformedRequest, VerificationError
-from app.providers.base import (
+from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.providers.base import (
     Delivery,
     IncomingEvent,
     Provider,
     any_digest_matches,
+    hmac_sha256,
     json_object,
     require_secrets,
 )
@@ -33,7 +32,7 @@ SIGNATURE = "X-Shopify-Hmac-Sha256"
 
 
 def _digest(secret: str, body: bytes) -> bytes:
-    return hmac.new(secret.encode(), body, hashlib.sha256).digest()
+    return hmac_sha256(secret, body)
 
 
 def _header(delivery: Delivery, name: str) -> str | None:

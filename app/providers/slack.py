@@ -18,22 +18,21 @@ A slash command's ``ssl_check=1`` is answered 200 and not stored (after verifyin
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
-from app.errors import MalformedRequest, VerificationError
-from app.providers.base import (
+from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.providers.base import (
     Delivery,
     HandshakeResponse,
     IncomingEvent,
     Provider,
     any_digest_matches,
     check_timestamp,
+    hmac_hex,
     json_object,
     require_header,
     require_secrets,
@@ -45,7 +44,7 @@ FORM = "application/x-www-form-urlencoded"
 
 def _signature(secret: str, timestamp: str, body: bytes) -> str:
     message = b"v0:" + timestamp.encode() + b":" + body
-    return PREFIX + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+    return PREFIX + hmac_hex(secret, message)
 
 
 class SlackProvider(Provider):

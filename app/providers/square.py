@@ -7,20 +7,18 @@ a proxy. Square signs no timestamp; a retry repeats the body's ``event_id``.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from app.errors import MalformedRequest, VerificationError
-from app.providers.base import (
+from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.providers.base import (
     Delivery,
     IncomingEvent,
     Provider,
     any_digest_matches,
+    hmac_base64,
     json_object,
     require_header,
     require_secrets,
@@ -30,8 +28,7 @@ SIGNATURE = "x-square-hmacsha256-signature"
 
 
 def _signature(secret: str, url: str, body: bytes) -> str:
-    digest = hmac.new(secret.encode(), url.encode() + body, hashlib.sha256).digest()
-    return base64.b64encode(digest).decode()
+    return hmac_base64(secret, url.encode() + body)
 
 
 class SquareProvider(Provider):

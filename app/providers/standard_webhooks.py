@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import json
 import uuid
 from collections.abc import Sequence
@@ -33,13 +31,15 @@ from datetime import datetime, timedelta
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from app.errors import MalformedRequest, VerificationError
-from app.providers.base import (
+from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.providers.base import (
     Delivery,
     IncomingEvent,
     Provider,
     any_digest_matches,
     check_timestamp,
+    hmac_base64,
+    hmac_sha256,
     occurred_at,
     require_header,
     require_secrets,
@@ -104,8 +104,7 @@ def v1_signature(secret: str, message_id: str, timestamp: int, body: bytes) -> s
     key = hmac_key(secret)
     if key is None:
         raise ValueError("a Standard Webhooks signing secret looks like whsec_<base64>")
-    digest = hmac.new(key, signed_content(message_id, timestamp, body), hashlib.sha256).digest()
-    return f"{HMAC_SCHEME},{base64.b64encode(digest).decode()}"
+    return f"{HMAC_SCHEME},{hmac_base64(key, signed_content(message_id, timestamp, body))}"
 
 
 def header_prefix(delivery: Delivery, prefixes: Sequence[str] = HEADER_SETS) -> str:
@@ -166,7 +165,7 @@ def verify_signed(
         kinds = "a whsec_ secret" + (" or a whpk_ public key" if ED25519_SCHEME in schemes else "")
         raise VerificationError(f"no active secret is {kinds}", reason="no_secret")
     content = signed.content(delivery.body)
-    expected = [hmac.new(key, content, hashlib.sha256).digest() for key in keys]
+    expected = [hmac_sha256(key, content) for key in keys]
     matched = any_digest_matches(expected, signed.of(HMAC_SCHEME))
     matched = matched or any(
         _ed25519_verifies(key, signature, content)

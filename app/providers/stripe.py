@@ -2,29 +2,28 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from app.errors import MalformedRequest, VerificationError
-from app.providers.base import (
+from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.providers.base import (
     Delivery,
     IncomingEvent,
     Provider,
     any_digest_matches,
     check_timestamp,
+    hmac_hex,
     json_object,
     require_header,
     require_secrets,
+    timestamped_signatures,
 )
 
 
 def _signature(secret: str, timestamp: int, body: bytes) -> str:
     # The key is the whole secret as UTF-8, "whsec_" prefix included.
-    message = str(timestamp).encode() + b"." + body
-    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+    return hmac_hex(secret, str(timestamp).encode() + b"." + body)
 
 
 class StripeProvider(Provider):
@@ -33,7 +32,9 @@ class StripeProvider(Provider):
 
     def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
         header = require_header(delivery, "Stripe-Signature")
-        timestamp, signatures = self._parse_header(header)
+        timestamp, signatures = timestamped_signatures(
+            header, name="Stripe-Signature", separator=",", timestamp_key="t", signature_key="v1"
+        )
         require_secrets(secrets)
         expected = [_signature(secret, timestamp, delivery.body) for secret in secrets]
         if not any_digest_matches(expected, signatures):
@@ -42,26 +43,6 @@ class StripeProvider(Provider):
                 facts={"scheme": f"t= and {len(signatures)} v1="},
             )
         check_timestamp(timestamp, now=now, tolerance=self.tolerance)
-
-    @staticmethod
-    def _parse_header(header: str) -> tuple[int, list[str]]:
-        timestamp: int | None = None
-        signatures: list[str] = []
-        for item in header.split(","):
-            key, _, value = item.strip().partition("=")
-            if key == "t":
-                try:
-                    timestamp = int(value)
-                except ValueError:
-                    timestamp = None
-            elif key == "v1":
-                signatures.append(value)
-        if timestamp is None or not signatures:
-            raise MalformedRequest(
-                "Stripe-Signature needs t=<unix time> and at least one v1=<signature>",
-                reason="malformed_header",
-            )
-        return timestamp, signatures
 
     def parse(self, delivery: Delivery) -> list[IncomingEvent]:
         payload = json_object(delivery.body)

@@ -12,21 +12,21 @@ millisecond. Events whose payload has no object use ``{event}:{event_ts}``.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app.errors import MalformedRequest, VerificationError
-from app.providers.base import (
+from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.providers.base import (
     Delivery,
     HandshakeResponse,
     IncomingEvent,
     Provider,
     any_digest_matches,
     check_timestamp,
+    hmac_hex,
     json_object,
     require_header,
     require_secrets,
@@ -38,7 +38,7 @@ URL_VALIDATION = "endpoint.url_validation"
 
 def _signature(secret: str, timestamp: str, body: bytes) -> str:
     message = b"v0:" + timestamp.encode() + b":" + body
-    return PREFIX + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+    return PREFIX + hmac_hex(secret, message)
 
 
 class ZoomProvider(Provider):
@@ -82,7 +82,7 @@ class ZoomProvider(Provider):
                 "endpoint.url_validation needs payload.plainToken", reason="malformed_body"
             )
         secret = self._verifying_secret(delivery, secrets)
-        encrypted = hmac.new(secret.encode(), plain.encode(), hashlib.sha256).hexdigest()
+        encrypted = hmac_hex(secret, plain.encode())
         return HandshakeResponse(
             json.dumps({"plainToken": plain, "encryptedToken": encrypted}).encode()
         )

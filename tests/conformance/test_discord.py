@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from app import create_app
-from app.providers.base import Delivery
+from hooklatch import create_app
+from hooklatch.providers.base import Delivery
 from tests.conftest import count, make_endpoint
 from tests.support.conformance import HttpConformance
 

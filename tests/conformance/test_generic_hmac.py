@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 import pytest
 from githubkit.webhooks import sign as hub_sign
 
-from app.errors import BadRequest
-from app.providers import load_providers
-from app.providers.base import Delivery
+from hooklatch.errors import BadRequest
+from hooklatch.providers.base import Delivery
+from hooklatch.providers.loading import load_providers
 from tests.conftest import make_endpoint
 from tests.support.conformance import HttpConformance
 

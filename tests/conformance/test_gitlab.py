@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.errors import BadRequest
+from hooklatch.errors import BadRequest
 from tests.conftest import count, make_endpoint
 from tests.support.conformance import HttpConformance
 from tests.support.signing import standard_webhooks_v1 as sdk_v1

@@ -6,10 +6,10 @@ import json
 import pytest
 from githubkit.webhooks import sign as hub_sign
 
-from app.conformance import json_body
-from app.errors import BadRequest
-from app.providers import load_providers
-from app.providers.base import Delivery
+from hooklatch.errors import BadRequest
+from hooklatch.providers.base import Delivery
+from hooklatch.providers.loading import load_providers
+from hooklatch.testing import json_body
 from tests.conftest import count, make_endpoint
 from tests.support.conformance import HttpConformance
 

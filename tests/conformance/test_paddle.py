@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from paddle_billing.Notifications import PaddleSignature
 
-from app.errors import VerificationError
-from app.providers import load_providers
-from app.providers.base import Delivery
+from hooklatch.errors import VerificationError
+from hooklatch.providers.base import Delivery
+from hooklatch.providers.loading import load_providers
 from tests.conftest import make_endpoint
 from tests.support.conformance import HttpConformance
 

@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.providers import load_providers
-from app.providers.base import Delivery
+from hooklatch.providers.base import Delivery
+from hooklatch.providers.loading import load_providers
 from tests.support.signing import whsec
 
 

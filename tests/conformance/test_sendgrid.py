@@ -13,9 +13,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from sendgrid.helpers.eventwebhook import EventWebhook
 
-from app.errors import VerificationError
-from app.providers import load_providers
-from app.providers.base import Delivery
+from hooklatch.errors import VerificationError
+from hooklatch.providers.base import Delivery
+from hooklatch.providers.loading import load_providers
 from tests.conftest import count, make_endpoint
 from tests.support.conformance import HttpConformance
 

@@ -11,7 +11,7 @@ import hmac
 import json
 from datetime import UTC, datetime
 
-from app.providers.base import Delivery
+from hooklatch.providers.base import Delivery
 from tests.conftest import make_endpoint
 from tests.support.conformance import HttpConformance
 

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
-from app import create_app
+from hooklatch import create_app
 from tests.conftest import count, make_endpoint
 from tests.support.conformance import HttpConformance
 
@@ -191,7 +191,7 @@ def test_an_ssl_check_is_answered_and_not_stored(client, runtime):
 
 
 def test_the_sample_event_signed_by_the_provider_is_accepted(client, runtime):
-    from app.providers.base import Delivery
+    from hooklatch.providers.base import Delivery
 
     endpoint, _ = make_endpoint(runtime, "slack", secrets=[SECRET])
     provider, now = runtime.provider("slack"), datetime.now(UTC)

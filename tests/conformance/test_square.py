@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 import pytest
 from square.utils.webhooks_helper import verify_signature
 
-from app.errors import VerificationError
-from app.providers import load_providers
-from app.providers.base import Delivery
+from hooklatch.errors import VerificationError
+from hooklatch.providers.base import Delivery
+from hooklatch.providers.loading import load_providers
 from tests.conftest import count, make_endpoint
 from tests.support.conformance import HttpConformance
 

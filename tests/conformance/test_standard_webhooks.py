@@ -12,9 +12,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from standardwebhooks import Webhook
 
-from app.errors import VerificationError
-from app.providers import load_providers
-from app.providers.base import Delivery
+from hooklatch.errors import VerificationError
+from hooklatch.providers.base import Delivery
+from hooklatch.providers.loading import load_providers
 from tests.conftest import count, make_endpoint
 from tests.support.conformance import HttpConformance
 from tests.support.signing import standard_webhooks_v1 as sdk_v1

@@ -10,10 +10,10 @@ from urllib.parse import parse_qsl, urlencode
 import pytest
 from twilio.request_validator import RequestValidator
 
-from app import create_app
-from app.errors import VerificationError
-from app.providers import load_providers
-from app.providers.base import Delivery
+from hooklatch import create_app
+from hooklatch.errors import VerificationError
+from hooklatch.providers.base import Delivery
+from hooklatch.providers.loading import load_providers
 from tests.conftest import count, make_endpoint
 from tests.support.conformance import HttpConformance
 

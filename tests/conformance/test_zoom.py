@@ -124,7 +124,7 @@ def test_a_retried_event_is_a_duplicate_and_another_object_is_not(client, runtim
 
 
 def test_the_sample_event_signed_by_the_provider_is_accepted(client, runtime):
-    from app.providers.base import Delivery
+    from hooklatch.providers.base import Delivery
 
     endpoint, _ = make_endpoint(runtime, "zoom", secrets=[SECRET])
     provider, now = runtime.provider("zoom"), datetime.now(UTC)

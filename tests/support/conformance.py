@@ -5,7 +5,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from app.conformance import Outcome, ProviderConformance
+from hooklatch.testing import Outcome, ProviderConformance
 from tests.conftest import count, make_endpoint
 
 

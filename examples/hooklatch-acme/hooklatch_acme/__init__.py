@@ -8,19 +8,19 @@ secret is rolled). Each body is a JSON object with ``id``, ``kind`` and ``at``
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from app.errors import MalformedRequest, VerificationError
-from app.providers.base import (
+from hooklatch.providers import (
     Delivery,
     IncomingEvent,
+    MalformedRequest,
     Provider,
+    VerificationError,
     any_digest_matches,
     check_timestamp,
+    hmac_hex,
     json_object,
     require_header,
     require_secrets,
@@ -28,7 +28,7 @@ from app.providers.base import (
 
 
 def signature(secret: str, timestamp: int, body: bytes) -> str:
-    return hmac.new(secret.encode(), b"%d." % timestamp + body, hashlib.sha256).hexdigest()
+    return hmac_hex(secret, b"%d." % timestamp + body)
 
 
 class AcmeProvider(Provider):

@@ -2,7 +2,7 @@
 
 from hooklatch_acme import signature
 
-from app.conformance import ProviderConformance, json_body
+from hooklatch.testing import ProviderConformance, json_body
 
 
 class TestAcmeConformance(ProviderConformance):
