@@ -90,6 +90,8 @@ def run(plan: Plan, admin_url: str, redis_url: str, work_dir: Path) -> dict[str,
         )
         bench.log("end to end")
         scenarios["end_to_end"] = bench.end_to_end()
+        bench.log("lost-job sweep")
+        scenarios["sweep"] = bench.sweep()
         return {
             "date": dt.date.today().isoformat(),
             "smoke": plan.smoke,

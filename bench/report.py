@@ -219,6 +219,41 @@ def markdown(results: dict[str, Any], plot_name: str) -> str:
             _n(s["drain"]["hooklatch_write"]["work_horse_peak_rss_mb"], 1),
         ),
         "",
+    ]
+    sweep = s.get("sweep")
+    if sweep:
+        interval_ms = 1000 * sweep["sweep_interval_seconds"]
+        lines += [
+            f"### 6. Lost-job sweep, {_n(sweep['jobs_waiting'])} jobs waiting",
+            "",
+            "Events sent through gunicorn while no worker runs, one job each; then the "
+            "relay's sweep, every job a candidate. It must re-dispatch none of them.",
+            "",
+            _row("sweep pass", "time", "share of the sweep interval"),
+            _row("---", "---:", "---:"),
+            _row("nothing waiting", f"{sweep['empty_pass_ms']} ms", ""),
+            _row(
+                "healthy backlog, p50",
+                f"{sweep['pass_p50_ms']} ms",
+                f"{100 * sweep['pass_p50_ms'] / interval_ms:.2f} %",
+            ),
+            _row(
+                "healthy backlog, max of 20",
+                f"{sweep['pass_max_ms']} ms",
+                f"{100 * sweep['pass_max_ms'] / interval_ms:.2f} %",
+            ),
+            _row(
+                f"worst case: the {sweep['worst_pass_candidates']} oldest jobs taken off the "
+                "queue (each check scans the whole list)",
+                f"{sweep['worst_pass_ms']} ms",
+                f"{100 * sweep['worst_pass_ms'] / interval_ms:.2f} %",
+            ),
+            "",
+            f"Redis: {sweep['lpos_usec_per_call']} µs per LPOS over "
+            f"{_n(sweep['lpos_calls'])} calls.",
+            "",
+        ]
+    lines += [
         f"![Benchmark figures]({plot_name})",
         "",
         END,

@@ -1,4 +1,5 @@
-"""The scenarios: ingest (unique and duplicate), drain, end to end, memory, and the baselines."""
+"""The scenarios: ingest (unique and duplicate), drain, end to end, memory, the lost-job sweep
+behind a deep queue, and the baselines."""
 
 from __future__ import annotations
 
@@ -57,6 +58,8 @@ class Plan:
     e2e_rate: float = 200
     e2e_seconds: float = 30
     pgbench_seconds: float = 10
+    sweep_jobs: int = 10_000
+    sweep_rate: float = 800
 
     @classmethod
     def full(cls) -> Plan:
@@ -75,6 +78,8 @@ class Plan:
             e2e_rate=50,
             e2e_seconds=3,
             pgbench_seconds=2,
+            sweep_jobs=300,
+            sweep_rate=300,
         )
 
 
@@ -99,10 +104,10 @@ class Bench:
             [str(BIN / "hooklatch"), "db", "upgrade"], env=self.env(), check=True, cwd=ROOT
         )
         psql(self.database_url, NAIVE_SCHEMA)
-        from app.endpoints.service import create_endpoint
-        from app.runtime import build_runtime
-        from app.settings import Settings
         from bench.handlers import metadata
+        from hooklatch.endpoints.service import create_endpoint
+        from hooklatch.runtime import build_runtime
+        from hooklatch.settings import Settings
 
         runtime = build_runtime(Settings.from_env(self.env()))
         metadata.create_all(runtime.engine)
@@ -150,10 +155,16 @@ class Bench:
 
     @contextmanager
     def hooklatch(
-        self, *, web: bool = True, relay: bool = True, workers: int = 0, handlers: str = ""
+        self,
+        *,
+        web: bool = True,
+        relay: bool = True,
+        workers: int = 0,
+        handlers: str = "",
+        **env_extra: str,
     ) -> Iterator[tuple[Procs, str]]:
         """gunicorn (as the Procfile runs it), the relay and workers."""
-        env = self.env(HOOKLATCH_HANDLERS=handlers)
+        env = self.env(HOOKLATCH_HANDLERS=handlers, **env_extra)
         port = free_port()
         with Procs(self.work_dir) as procs:
             if web:
@@ -515,6 +526,71 @@ class Bench:
         )
         return result
 
+    # -- scenario 6: the lost-job sweep behind a deep queue ----------------------------------
+
+    def sweep(self) -> dict:
+        """What one pass of the relay's lost-job sweep costs with many jobs waiting.
+
+        Events arrive through gunicorn while no worker runs, and the relay (one event per
+        job here) queues a job for each. Then the relay's own sweep runs in this process,
+        with the dispatch grace at 0 so that every job is a candidate. It must leave the
+        healthy backlog alone. The worst case follows: the oldest jobs taken off the queue
+        as workers that died would leave them, so that every check scans the whole list.
+        """
+        from hooklatch.runtime import build_runtime
+        from hooklatch.settings import Settings
+        from hooklatch.workers.relay.loop import Relay
+        from hooklatch.workers.relay.sinks import RQSink
+        from hooklatch.workers.relay.sweep import SWEEP_JOBS
+
+        plan = self.plan
+        n = plan.sweep_jobs
+        self.reset()
+        redis = Redis.from_url(self.redis_url)
+        queue = Queue(self.queue, connection=redis)
+        runtime = build_runtime(Settings.from_env(self.env(HOOKLATCH_DISPATCH_GRACE_SECONDS="0")))
+        relay = Relay(runtime, RQSink(runtime, redis))
+        empty = [_timed(relay.sweep_once)[1] for _ in range(5)]
+        with self.hooklatch(workers=0, HOOKLATCH_JOB_SIZE="1") as (procs, base_url):
+            items = load.signed_batch("sweep", n)
+            sent = load.open_loop(base_url + self.hook_path, items, rate=plan.sweep_rate)
+            if sent.failures:
+                raise BenchError(f"sweep: {sent.failures} requests were not answered 200")
+            self._wait_for(
+                procs, lambda: queue.count >= n, timeout=120, what=f"{n} jobs in the queue"
+            )
+        redis.config_resetstat()
+        passes = [_timed(relay.sweep_once) for _ in range(20)]
+        if any(moved for moved, _ in passes) or queue.count != n:
+            raise BenchError("sweep: a healthy queued backlog was dispatched again")
+        healthy = [seconds for _, seconds in passes]
+        taken = min(SWEEP_JOBS, n)
+        for _ in range(taken):
+            redis.lmove(queue.key, queue.intermediate_queue_key)
+        relay = Relay(runtime, RQSink(runtime, redis))
+        first_seen, worst = _timed(relay.sweep_once)
+        lposes = redis.info("commandstats").get("cmdstat_lpos", {})
+        runtime.dispose()
+        if first_seen:
+            raise BenchError("sweep: jobs taken off the queue were called lost at first sight")
+        result = {
+            "jobs_waiting": n,
+            "sweep_interval_seconds": Settings().sweep_interval_seconds,
+            "empty_pass_ms": round(1000 * load.percentile(empty, 50), 2),
+            "pass_p50_ms": round(1000 * load.percentile(healthy, 50), 2),
+            "pass_max_ms": round(1000 * max(healthy), 2),
+            "worst_pass_ms": round(1000 * worst, 2),
+            "worst_pass_candidates": taken,
+            "lpos_calls": int(lposes.get("calls", 0)),
+            "lpos_usec_per_call": float(lposes.get("usec_per_call", 0.0)),
+        }
+        self.log(
+            f"  sweep, {n:,} jobs waiting: {result['pass_p50_ms']} ms per pass (max "
+            f"{result['pass_max_ms']}), {result['worst_pass_ms']} ms when the {taken} oldest "
+            f"are taken off the queue; LPOS {result['lpos_usec_per_call']} µs per call"
+        )
+        return result
+
     def _wait_for(
         self, procs: Procs, predicate: Callable[[], bool], *, timeout: float, what: str
     ) -> float:
@@ -523,6 +599,12 @@ class Bench:
             return predicate()
 
         return wait_until(check, timeout=timeout, what=what)
+
+
+def _timed(call: Callable[[], int]) -> tuple[int, float]:
+    started = time.perf_counter()
+    result = call()
+    return result, time.perf_counter() - started
 
 
 def _wait_children(pid: int, timeout: float = 20) -> int:

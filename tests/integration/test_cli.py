@@ -6,7 +6,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from app.cli import main
+from hooklatch.cli import main
 from tests.conftest import count, drain
 from tests.support.signing import github_headers, stripe_event, stripe_headers
 

@@ -50,11 +50,14 @@ def test_serve_on_a_bare_machine_processes_the_demo_event(procs, tmp_path):
     port = free_port()
     env = bare_env(PYTHONPATH=str(ROOT))
     proc = procs(
-        "serve", [sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env, cwd=tmp_path
+        "serve",
+        [sys.executable, "-m", "hooklatch", "serve", "--port", str(port)],
+        env,
+        cwd=tmp_path,
     )
     command = wait_for_send_command(proc, proc.log_path)
     command = (
-        command.replace("hooklatch", f"{sys.executable} -m app.cli", 1)
+        command.replace("hooklatch", f"{sys.executable} -m hooklatch", 1)
         if command.startswith("hooklatch")
         else command
     )

@@ -177,7 +177,7 @@ def test_valid_signature_over_a_body_that_is_not_an_event_is_refused(client, run
 
 
 def test_body_over_the_limit_is_refused_before_it_is_read(settings, router):
-    from app import create_app
+    from hooklatch import create_app
 
     small = create_app(
         settings.__class__(**{**settings.__dict__, "max_body_bytes": 64}), router=router
@@ -193,7 +193,7 @@ def test_body_over_the_limit_is_refused_before_it_is_read(settings, router):
 
 
 def test_unknown_and_disabled_endpoints_answer_404(client, runtime):
-    from app.endpoints.models import Endpoint
+    from hooklatch.endpoints.models import Endpoint
 
     body = stripe_event()
     assert (
@@ -253,7 +253,7 @@ def test_a_delivery_to_a_known_endpoint_is_one_statement_duplicate_or_not(client
 
 
 def test_a_cached_endpoint_sees_secret_changes_and_disabling_at_once(client, runtime):
-    from app.endpoints.service import add_secret, get_endpoint, remove_secret
+    from hooklatch.endpoints.service import add_secret, get_endpoint, remove_secret
 
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
     assert post_stripe(client, endpoint, "evt_c_1", SECRET).status_code == 200
@@ -292,7 +292,7 @@ def test_ingest_connections_prepare_the_storing_statement_once(client, runtime):
 def test_without_prepared_statements_ingest_still_stores_once(settings, router):
     from dataclasses import replace
 
-    from app import create_app
+    from hooklatch import create_app
 
     app = create_app(replace(settings, prepare_statements=False), router=router)
     runtime = app.extensions["hooklatch"]
@@ -325,9 +325,9 @@ def test_a_vanished_prepared_statement_is_replaced_not_answered_503(client, runt
 def test_a_naive_time_from_a_plugin_is_stored_as_utc(runtime):
     from datetime import datetime
 
-    from app.endpoints.service import active_endpoint
-    from app.events.service import record_events
-    from app.providers.base import IncomingEvent
+    from hooklatch.endpoints.service import active_endpoint
+    from hooklatch.ingest.store import record_events
+    from hooklatch.providers.base import IncomingEvent
 
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
     with runtime.ingest_connection() as connection:

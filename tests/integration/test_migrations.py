@@ -5,9 +5,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
-import app.models  # noqa: F401
-from app.db import Base, make_engine
-from migrations import alembic_config
+import hooklatch.models  # noqa: F401
+from hooklatch.db import Base, make_engine
+from hooklatch.migrations import alembic_config
 from tests.conftest import fresh_database
 
 TABLES = {"endpoints", "endpoint_secrets", "events", "outbox", "replays", "attempts"}

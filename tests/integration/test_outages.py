@@ -16,7 +16,7 @@ import redis as redis_lib
 import requests
 from rq import Queue
 
-from app import create_app
+from hooklatch import create_app
 from tests.conftest import (
     count,
     free_port,
@@ -35,7 +35,7 @@ SECRET = "whsec_test_secret"
 # -- helpers -----------------------------------------------------------------------
 
 
-def start_redis(procs, port, directory):
+def start_redis(procs, port, directory, *options):
     proc = procs(
         "redis-server",
         [
@@ -52,6 +52,7 @@ def start_redis(procs, port, directory):
             "no",
             "--dir",
             str(directory),
+            *options,
         ],
         {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
     )

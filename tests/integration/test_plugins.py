@@ -9,7 +9,7 @@ from tests.conftest import ROOT
 
 PLUGIN = """
 from datetime import timedelta
-from app.providers.base import IncomingEvent, Provider
+from hooklatch.providers.base import IncomingEvent, Provider
 
 
 class NoParse(Provider):
@@ -73,7 +73,7 @@ def start_with_plugin(tmp_path, entry_point, **env):
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-hooks\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text(f"[hooklatch.providers]\n{entry_point}\n")
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", "providers"],
+        [sys.executable, "-m", "hooklatch", "providers"],
         cwd=tmp_path,
         env={
             "PATH": "/usr/bin:/bin",
@@ -131,13 +131,13 @@ def test_a_valid_plugin_is_listed_and_its_retry_window_is_respected(tmp_path):
 
 def installed_windows():
     """The installed providers' retry windows, by name, as the start-up check reads them."""
-    from app.providers import load_providers
+    from hooklatch.providers.loading import load_providers
 
     return sorted((name, p.retry_window) for name, p in load_providers().items())
 
 
 def test_settings_name_the_retention_variable():
-    from app.settings import Settings, SettingsError, check_retention
+    from hooklatch.settings import Settings, SettingsError, check_retention
 
     class Slow:
         retry_window = __import__("datetime").timedelta(days=7)

@@ -1,7 +1,7 @@
 import pytest
 from cryptography.fernet import Fernet
 
-from app.settings import Settings, SettingsError
+from hooklatch.settings import Settings, SettingsError
 
 
 def test_defaults_are_the_embedded_receiver(tmp_path):
