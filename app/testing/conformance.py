@@ -26,6 +26,7 @@ stored nothing (tests/support/conformance.py). The kit needs pytest.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -129,7 +130,7 @@ class ProviderConformance:
     # -- helpers ----------------------------------------------------------------------
 
     def plugin(self) -> Provider:
-        return load_providers()[self.provider]
+        return _installed()[self.provider]
 
     def now(self) -> datetime:
         return datetime.now(UTC)
@@ -232,6 +233,12 @@ class ProviderConformance:
         headers["Content-Type"] = "application/x-www-form-urlencoded"
         outcome = self.deliver(url, body, headers)
         assert outcome == Outcome(True, None, self.expected_ids("evt_conf_form"))
+
+
+@functools.cache
+def _installed() -> dict[str, Provider]:
+    """The installed providers, loaded once per test session rather than once per case."""
+    return load_providers()
 
 
 def json_body(payload: Any) -> bytes:

@@ -1,18 +1,23 @@
-"""The conformance kit run through the real HTTP endpoint, checking that refusals store nothing."""
+"""The conformance kit run through the real HTTP endpoint, checking that refusals store nothing
+(tests/integration/providers/test_every_provider.py)."""
 
 import uuid
+from typing import Any
 from urllib.parse import urlsplit
 
-import pytest
-
 from hooklatch.testing import Outcome, ProviderConformance
-from tests.conftest import count, make_endpoint
+from tests.support.database import count
+from tests.support.pipeline import make_endpoint
 
 
 class HttpConformance(ProviderConformance):
-    @pytest.fixture(autouse=True)
-    def _through_http(self, client, runtime):
-        self.client, self.runtime = client, runtime
+    """Mixed in after a provider's case class: ``endpoint`` creates a real endpoint, and
+    ``deliver`` posts through the Flask test client and keeps the response."""
+
+    client: Any  # set by whoever makes the case, with the runtime
+    runtime: Any
+    endpoint_id: str
+    response: Any
 
     def endpoint(self, secrets):
         self.endpoint_id, _ = make_endpoint(
@@ -27,7 +32,7 @@ class HttpConformance(ProviderConformance):
     def deliver(self, url, body, headers):
         parts = urlsplit(url)
         before = self.stored()
-        response = self.client.post(
+        response = self.response = self.client.post(
             parts.path + (f"?{parts.query}" if parts.query else ""), data=body, headers=headers
         )
         if response.status_code == 200:

@@ -1,13 +1,13 @@
-"""GitHub through the conformance kit, signed by githubkit."""
+"""How GitHub signs a test request (githubkit), for the conformance kit."""
 
 import json
 
 from githubkit.webhooks import sign as github_sign
 
-from tests.support.conformance import HttpConformance
+from hooklatch.testing import ProviderConformance
 
 
-class TestGitHubConformance(HttpConformance):
+class GitHubCase(ProviderConformance):
     provider = "github"
     secret = "gh-conformance-old"
     other_secret = "gh-conformance-new"

@@ -1,23 +1,17 @@
-"""SendGrid through the conformance kit, plus the sendgrid SDK's vector and verifier.
+"""How SendGrid signs a test request, for the conformance kit and the tests.
 
 SendGrid keeps its private key, so tests sign with P-256 keys of their own (cryptography)
-and the endpoint holds the public half, as it holds SendGrid's; the SDK's EventWebhook
-verifier confirms that the test signer makes what SendGrid makes."""
+and the endpoint holds the public half, as it holds SendGrid's; the sendgrid SDK's
+vector (test/unit/test_eventwebhook.py) is kept here for the tests to check against.
+"""
 
 import base64
 import json
-from datetime import UTC, datetime, timedelta
 
-import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from sendgrid.helpers.eventwebhook import EventWebhook
 
-from hooklatch.errors import VerificationError
-from hooklatch.providers.base import Delivery
-from hooklatch.providers.loading import load_providers
-from tests.conftest import count, make_endpoint
-from tests.support.conformance import HttpConformance
+from hooklatch.testing import ProviderConformance
 
 SIGNATURE = "X-Twilio-Email-Event-Webhook-Signature"
 TIMESTAMP = "X-Twilio-Email-Event-Webhook-Timestamp"
@@ -60,7 +54,7 @@ def event(sg_event_id, kind="delivered", **extra):
     }
 
 
-class TestSendGridConformance(HttpConformance):
+class SendGridCase(ProviderConformance):
     provider = "sendgrid"
     secret = OLD  # the endpoint holds public keys; tests sign with the private halves
     other_secret = NEW
@@ -105,116 +99,3 @@ SDK_PAYLOAD = (
     )
     + "\r\n"
 ).encode()
-
-
-def sdk_delivery(body=SDK_PAYLOAD, signature=SDK_SIGNATURE):
-    headers = {SIGNATURE.lower(): signature, TIMESTAMP.lower(): str(SDK_TIMESTAMP)}
-    return Delivery("POST", "https://hooks.example.test/hooks/ep_1", headers, body)
-
-
-def refusal(delivery, secrets, now):
-    with pytest.raises(VerificationError) as refused:
-        load_providers()["sendgrid"].verify(delivery, secrets=secrets, now=now)
-    return refused.value.reason
-
-
-def test_sendgrid_sdk_vector_verifies_with_a_fixed_clock():
-    provider = load_providers()["sendgrid"]
-    signed_at = datetime.fromtimestamp(SDK_TIMESTAMP, UTC)
-    provider.verify(sdk_delivery(), secrets=[SDK_KEY], now=signed_at + timedelta(seconds=10))
-    events = provider.parse(sdk_delivery())
-    assert [(e.external_id, e.type) for e in events] == [
-        ("ZHJvcC0xMDk5NDkxOS1MUnpYbF9OSFN0T0doUTRrb2ZTbV9BLTA", "dropped")
-    ]
-    assert events[0].occurred_at == datetime.fromtimestamp(1600112492, UTC)
-    # The SDK's own refusals: another key, another payload, another signature.
-    assert refusal(sdk_delivery(), [OLD], signed_at) == "bad_signature"
-    assert refusal(sdk_delivery(body=b"payload"), [SDK_KEY], signed_at) == "bad_signature"
-    other = (
-        "MEUCIQCtIHJeH93Y+qpYeWrySphQgpNGNr/U+UyUlBkU6n7RAwIgJTz2C+8a8xonZGi6BpSzoQsbVRamr2nl"
-        "xFDWYNH3j/0="
-    )
-    assert refusal(sdk_delivery(signature=other), [SDK_KEY], signed_at) == "bad_signature"
-    # Genuine, but replayed after the tolerance.
-    late = signed_at + provider.tolerance + timedelta(seconds=1)
-    assert refusal(sdk_delivery(), [SDK_KEY], late) == "stale_timestamp"
-
-
-def test_the_test_signer_agrees_with_the_sendgrid_sdk_verifier():
-    body = batch(event("c2VuZGdyaWQtdGVzdA"))
-    headers = sendgrid_headers(PRIVATE[OLD], body, 1763726400)
-    verifier = EventWebhook(OLD)
-    assert verifier.verify_signature(body.decode(), headers[SIGNATURE], headers[TIMESTAMP])
-    assert not EventWebhook(NEW).verify_signature(
-        body.decode(), headers[SIGNATURE], headers[TIMESTAMP]
-    )
-
-
-def post(client, runtime, endpoint, body, key=OLD):
-    headers = sendgrid_headers(PRIVATE[key], body, int(runtime.clock().timestamp()))
-    headers["Content-Type"] = "application/json"
-    return client.post(f"/hooks/{endpoint}", data=body, headers=headers)
-
-
-def test_a_batch_of_n_events_stores_n_and_resending_it_stores_none(client, runtime):
-    endpoint, _ = make_endpoint(runtime, "sendgrid", secrets=[OLD])
-    body = batch(
-        event("ZGVsaXZlcmVkLTE", "processed"),
-        event("ZGVsaXZlcmVkLTI", "delivered"),
-        event("b3Blbi0z", "open", useragent="Mozilla/5.0 🎉"),
-    )
-    first = post(client, runtime, endpoint, body)
-    assert first.status_code == 200, first.json
-    assert first.json["status"] == "accepted"
-    assert [e["status"] for e in first.json["events"]] == ["accepted"] * 3
-    again = post(client, runtime, endpoint, body)
-    assert again.json["status"] == "duplicate"
-    assert [e["status"] for e in again.json["events"]] == ["duplicate"] * 3
-    with runtime.engine.connect() as connection:
-        rows = connection.exec_driver_sql("SELECT external_id, type FROM events ORDER BY id").all()
-    assert [tuple(r) for r in rows] == [
-        ("ZGVsaXZlcmVkLTE", "processed"),
-        ("ZGVsaXZlcmVkLTI", "delivered"),
-        ("b3Blbi0z", "open"),
-    ]
-    assert count(runtime, "SELECT count(*) FROM outbox") == 3
-
-
-def test_a_retry_batched_with_a_new_event_stores_only_the_new_one(client, runtime):
-    endpoint, _ = make_endpoint(runtime, "sendgrid", secrets=[OLD])
-    post(client, runtime, endpoint, batch(event("ZXZ0LTE"), event("ZXZ0LTI")))
-    response = post(client, runtime, endpoint, batch(event("ZXZ0LTI"), event("ZXZ0LTM")))
-    assert response.json["status"] == "accepted"
-    assert [e["status"] for e in response.json["events"]] == ["duplicate", "accepted"]
-    assert count(runtime, "SELECT count(*) FROM events") == 3
-
-
-def test_an_event_without_sg_event_id_is_keyed_on_its_content(client, runtime):
-    """SendGrid's "Test Your Integration" posts events without sg_event_id."""
-    endpoint, _ = make_endpoint(runtime, "sendgrid", secrets=[OLD])
-    body = batch({"email": "example@test.com", "timestamp": 1337197600, "event": "processed"})
-    assert post(client, runtime, endpoint, body).json["status"] == "accepted"
-    assert post(client, runtime, endpoint, body).json["status"] == "duplicate"
-    with runtime.engine.connect() as connection:
-        external_id = connection.exec_driver_sql("SELECT external_id FROM events").scalar_one()
-    assert external_id.startswith("sha256:")
-
-
-def test_a_pem_public_key_is_accepted_and_a_secret_that_is_no_key_is_named(client, runtime):
-    pem = public_key_text(KEYS[0], serialization.Encoding.PEM)
-    endpoint, _ = make_endpoint(runtime, "sendgrid", secrets=[pem])
-    assert post(client, runtime, endpoint, batch(event("cGVt"))).status_code == 200
-    broken, _ = make_endpoint(runtime, "sendgrid", secrets=["not a public key"])
-    response = post(client, runtime, broken, batch(event("YnJva2Vu")))
-    assert (response.status_code, response.json["error"]) == (401, "bad_secret")
-
-
-@pytest.mark.parametrize(
-    "body",
-    [b'{"event": "delivered", "sg_event_id": "x"}', b"[]", b'[{"sg_event_id": "x"}]'],
-    ids=["object", "empty-array", "no-event-field"],
-)
-def test_a_body_that_is_not_an_array_of_events_is_malformed(client, runtime, body):
-    endpoint, _ = make_endpoint(runtime, "sendgrid", secrets=[OLD])
-    response = post(client, runtime, endpoint, body)
-    assert (response.status_code, response.json["error"]) == (400, "malformed_body")

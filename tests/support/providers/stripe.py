@@ -1,14 +1,14 @@
-"""Stripe through the conformance kit, signed by stripe-python's own signer."""
+"""How Stripe signs a test request (stripe-python's own signer), for the conformance kit."""
 
 import hashlib
 import hmac
 import json
 
-from tests.support.conformance import HttpConformance
+from hooklatch.testing import ProviderConformance
 from tests.support.signing import stripe_headers
 
 
-class TestStripeConformance(HttpConformance):
+class StripeCase(ProviderConformance):
     provider = "stripe"
     secret = "whsec_conformance_old"
     other_secret = "whsec_conformance_new"

@@ -1,0 +1,7 @@
+"""Linear's conformance cases, run against the provider itself."""
+
+from tests.support.providers.linear import LinearCase
+
+
+class TestLinearConformance(LinearCase):
+    pass

@@ -1,0 +1,7 @@
+"""Stripe's conformance cases, run against the provider itself."""
+
+from tests.support.providers.stripe import StripeCase
+
+
+class TestStripeConformance(StripeCase):
+    pass
