@@ -6,7 +6,7 @@ within the stated bound after the last kill. `make chaos` runs the same scenario
 import pytest
 
 from bench.chaos import ChaosPlan, run
-from tests.conftest import REDIS, fresh_database
+from tests.support.database import REDIS, fresh_database
 
 
 @pytest.mark.slow

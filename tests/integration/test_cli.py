@@ -7,7 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from hooklatch.cli import main
-from tests.conftest import count, drain
+from tests.support.database import count
+from tests.support.pipeline import drain
 from tests.support.signing import github_headers, stripe_event, stripe_headers
 
 

@@ -9,15 +9,9 @@ from redis import Redis
 from rq import Queue
 from sqlalchemy import text
 
-from tests.conftest import (
-    count,
-    hooklatch_cmd,
-    make_endpoint,
-    process_env,
-    start_gunicorn,
-    wait_drained,
-    wait_for,
-)
+from tests.support.database import count
+from tests.support.pipeline import make_endpoint, wait_drained, wait_for
+from tests.support.processes import hooklatch_cmd, process_env, start_gunicorn
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_test_secret"

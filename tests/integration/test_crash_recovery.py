@@ -10,8 +10,10 @@ from redis import Redis
 from rq import Queue
 from sqlalchemy import select, text
 
-from tests.conftest import count, deliver, hooklatch_cmd, make_endpoint, process_env, wait_for
+from tests.support.database import count
 from tests.support.effects import effects
+from tests.support.pipeline import deliver, make_endpoint, wait_for
+from tests.support.processes import hooklatch_cmd, process_env
 
 SECRET = "whsec_test_secret"
 RECOVERY_BOUND_SECONDS = 30

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, free_port
+from tests.support.install import ROOT
+from tests.support.processes import free_port
 
 COMMAND = re.compile(r"^\s+(\S*hooklatch send-test demo.*)$", re.MULTILINE)
 

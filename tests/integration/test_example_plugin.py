@@ -10,7 +10,9 @@ import time
 import pytest
 import requests
 
-from tests.conftest import ROOT, count, hooklatch_cmd, process_env, start_gunicorn
+from tests.support.database import count
+from tests.support.install import ROOT
+from tests.support.processes import hooklatch_cmd, process_env, start_gunicorn
 
 PACKAGE = ROOT / "examples" / "hooklatch-acme"
 

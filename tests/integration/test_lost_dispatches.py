@@ -12,23 +12,17 @@ import signal
 import sys
 import time
 from datetime import datetime
+from typing import cast
 
 import pytest
 from redis import Redis
 from rq import Queue
 from rq.job import Job, JobStatus
 
-from tests.conftest import (
-    count,
-    deliver,
-    free_port,
-    hooklatch_cmd,
-    make_endpoint,
-    process_env,
-    wait_for,
-)
-from tests.integration.test_outages import start_redis, with_port
+from tests.support.database import count
 from tests.support.effects import effects
+from tests.support.pipeline import deliver, make_endpoint, wait_for
+from tests.support.processes import free_port, hooklatch_cmd, process_env, start_redis, with_port
 
 SECRET = "whsec_test_secret"
 EVENTS = 5
@@ -203,7 +197,7 @@ def test_redis_restarted_while_a_job_sits_in_the_intermediate_list_strands_nothi
 
     redis = Redis(host="127.0.0.1", port=port)
     queue_key = Queue(proc_settings.queue_name, connection=redis).intermediate_queue_key
-    stuck = [job_id.decode() for job_id in redis.lrange(queue_key, 0, -1)]
+    stuck = [job_id.decode() for job_id in cast(list[bytes], redis.lrange(queue_key, 0, -1))]
     assert len(stuck) == 1
     assert held_by(runtime, stuck) > 0  # the rows still point at the job the worker took
     redis.shutdown(nosave=persistence == "none")

@@ -8,7 +8,7 @@ from sqlalchemy import inspect
 import hooklatch.models  # noqa: F401
 from hooklatch.db import Base, make_engine
 from hooklatch.migrations import alembic_config
-from tests.conftest import fresh_database
+from tests.support.database import fresh_database
 
 TABLES = {"endpoints", "endpoint_secrets", "events", "outbox", "replays", "attempts"}
 

@@ -5,42 +5,29 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from hooklatch.events.models import Attempt, Event, Replay
-from tests.conftest import count, deliver, drain, make_endpoint
-from tests.support.effects import effects
+from hooklatch.events.models import Attempt, Event
+from tests.support.database import count, load_event
+from tests.support.effects import effect_rows
 from tests.support.handlers import write_effect
+from tests.support.pipeline import deliver, drain, make_endpoint
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_test_secret"
 AUTH = {"Authorization": "Bearer test-admin-token"}
 
 
-def effect_rows(runtime, external_id):
-    with runtime.engine.connect() as c:
-        return c.execute(select(effects).where(effects.c.external_id == external_id)).all()
-
-
-def event(runtime, event_id) -> Event:
-    with runtime.session_factory() as session:
-        return session.get(Event, event_id)
-
-
-def record_effect(event, ctx):
-    write_effect(event, ctx)
-
-
 def test_handler_effect_commits_with_the_event_and_gets_a_stable_idempotency_key(
     client, runtime, router
 ):
     seen = []
-    router.on("stripe", "invoice.paid")(record_effect)
+    router.on("stripe", "invoice.paid")(write_effect)
     router.on("stripe", "invoice.*")(
         lambda e, ctx: seen.append((e.type, e.payload["id"], ctx.is_replay))
     )
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     event_id = deliver(client, endpoint, "evt_paid")
     drain(runtime)
-    assert event(runtime, event_id).status == "processed"
+    assert load_event(runtime, event_id).status == "processed"
     [row] = effect_rows(runtime, "evt_paid")
     assert row.idempotency_key == f"hooklatch:{endpoint}:evt_paid"
     assert (row.attempt, row.is_replay) == (1, False)
@@ -51,7 +38,7 @@ def test_event_without_a_handler_is_marked_ignored_visibly(client, runtime):
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     event_id = deliver(client, endpoint, "evt_nobody", event_type="customer.created")
     drain(runtime)
-    stored = event(runtime, event_id)
+    stored = load_event(runtime, event_id)
     assert stored.status == "ignored"
     assert count(runtime, "SELECT count(*) FROM attempts WHERE outcome = 'ignored'") == 1
 
@@ -63,14 +50,14 @@ def test_failing_handler_writes_nothing_is_retried_with_backoff_then_dead(client
 
     @router.on("stripe", "invoice.paid")
     def fails(event, ctx):
-        record_effect(event, ctx)
+        write_effect(event, ctx)
         raise RuntimeError("downstream said no")
 
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     event_id = deliver(client, endpoint, "evt_fails")
     drain(runtime)
 
-    stored = event(runtime, event_id)
+    stored = load_event(runtime, event_id)
     assert stored.status == "dead"
     assert stored.attempts == 4
     assert "downstream said no" in stored.last_error
@@ -86,87 +73,6 @@ def test_failing_handler_writes_nothing_is_retried_with_backoff_then_dead(client
     assert all(gap >= timedelta(seconds=0.025 * 2**i) for i, gap in enumerate(gaps))
 
 
-def test_backoff_grows_exponentially_within_jitter_and_respects_the_cap():
-    from hooklatch.workers.worker.processing import backoff
-
-    for attempt in range(1, 8):
-        delay = backoff(attempt, base=10, maximum=600).total_seconds()
-        ceiling = min(600, 10 * 2 ** (attempt - 1))
-        assert ceiling / 2 <= delay <= ceiling
-
-
-def test_replay_runs_handlers_again_and_is_recorded(client, runtime, router):
-    from dataclasses import replace
-
-    runtime.settings = replace(runtime.settings, max_attempts=2)
-    healthy = {"value": False}
-
-    @router.on("stripe", "invoice.paid")
-    def flaky(event, ctx):
-        record_effect(event, ctx)
-        if not healthy["value"]:
-            raise RuntimeError("not yet")
-
-    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
-    event_id = deliver(client, endpoint, "evt_replayed")
-    drain(runtime)
-    assert event(runtime, event_id).status == "dead"
-
-    healthy["value"] = True
-    response = client.post(
-        f"/admin/events/{event_id}/replay",
-        json={"reason": "bug fixed in #123", "requested_by": "alice"},
-        headers=AUTH,
-    )
-    assert response.status_code == 202, response.json
-    replay_id = response.json["id"]
-    drain(runtime)
-
-    with runtime.session_factory() as session:
-        replay = session.get(Replay, replay_id)
-        assert replay.status == "succeeded"
-        assert replay.reason == "bug fixed in #123"
-        assert replay.requested_by.startswith("alice")
-        attempt = session.scalars(select(Attempt).where(Attempt.replay_id == replay_id)).one()
-        assert attempt.outcome == "succeeded"
-    assert event(runtime, event_id).status == "processed"
-    [row] = effect_rows(runtime, "evt_replayed")
-    assert row.is_replay is True
-
-    # A replay of an already processed event runs the handlers again too.
-    response = client.post(
-        f"/admin/events/{event_id}/replay", json={"reason": "again"}, headers=AUTH
-    )
-    assert response.status_code == 202
-    drain(runtime)
-    assert len(effect_rows(runtime, "evt_replayed")) == 2
-
-
-def test_replay_requires_the_admin_token(client, runtime):
-    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
-    event_id = deliver(client, endpoint, "evt_guarded")
-    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "test-admin-token"}):
-        response = client.post(f"/admin/events/{event_id}/replay", json={}, headers=headers)
-        assert (response.status_code, response.json["error"]) == (401, "unauthorized")
-    assert count(runtime, "SELECT count(*) FROM replays") == 0
-
-
-def test_admin_api_is_closed_when_no_token_is_configured(settings, router):
-    from dataclasses import replace
-
-    from hooklatch import create_app
-
-    closed = create_app(replace(settings, admin_token=None), router=router)
-    response = closed.test_client().get("/admin/events", headers={"Authorization": "Bearer "})
-    assert (response.status_code, response.json["error"]) == (401, "admin_disabled")
-    closed.extensions["hooklatch"].dispose()
-
-
-def test_replay_of_unknown_event_is_404(client):
-    response = client.post("/admin/events/999999/replay", json={}, headers=AUTH)
-    assert response.status_code == 404
-
-
 def test_provider_redelivery_of_a_dead_event_rearms_it(client, runtime, router):
     from dataclasses import replace
 
@@ -177,12 +83,12 @@ def test_provider_redelivery_of_a_dead_event_rearms_it(client, runtime, router):
     def flaky(event, ctx):
         if not healthy["value"]:
             raise RuntimeError("down")
-        record_effect(event, ctx)
+        write_effect(event, ctx)
 
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     event_id = deliver(client, endpoint, "evt_rearm")
     drain(runtime)
-    assert event(runtime, event_id).status == "dead"
+    assert load_event(runtime, event_id).status == "dead"
 
     healthy["value"] = True
     body = stripe_event("evt_rearm")
@@ -191,12 +97,12 @@ def test_provider_redelivery_of_a_dead_event_rearms_it(client, runtime, router):
     assert response.json["status"] == "duplicate"
     assert response.json["events"][0]["rearmed"] is True
     drain(runtime)
-    assert event(runtime, event_id).status == "processed"
+    assert load_event(runtime, event_id).status == "processed"
     assert len(effect_rows(runtime, "evt_rearm")) == 1
 
 
 def test_a_duplicate_job_for_a_processed_event_does_nothing(client, runtime, router):
-    router.on("stripe", "invoice.paid")(record_effect)
+    router.on("stripe", "invoice.paid")(write_effect)
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     event_id = deliver(client, endpoint, "evt_twice")
     drain(runtime)
@@ -206,7 +112,7 @@ def test_a_duplicate_job_for_a_processed_event_does_nothing(client, runtime, rou
 
 
 def test_an_event_locked_by_another_worker_is_skipped_not_run_twice(client, runtime, router):
-    router.on("stripe", "invoice.paid")(record_effect)
+    router.on("stripe", "invoice.paid")(write_effect)
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     event_id = deliver(client, endpoint, "evt_locked")
     with runtime.session_factory.begin() as holder:
@@ -244,7 +150,7 @@ def test_in_a_shared_transaction_one_failing_event_undoes_only_its_own_writes(
     counts = process_events(runtime, ids)
     assert counts == {"processed": 5, "pending": 1}
     assert [len(effect_rows(runtime, f"evt_batch_{n}")) for n in range(6)] == [1, 1, 1, 0, 1, 1]
-    failed = event(runtime, ids[3])
+    failed = load_event(runtime, ids[3])
     assert (failed.status, failed.attempts) == ("pending", 1)
     assert count(runtime, "SELECT count(*) FROM attempts") == 6
 
@@ -256,9 +162,9 @@ def test_a_job_commits_in_several_transactions_and_still_runs_every_event_once(
 
     # Every event past the first in a transaction is over the time budget.
     monkeypatch.setattr(processing, "TRANSACTION_SECONDS", 0.0)
-    transactions = []
+    transactions: list[list[int]] = []
     monkeypatch.setattr(jobs, "process_chunk", _counting(processing.process_chunk, transactions))
-    router.on("stripe", "invoice.paid")(record_effect)
+    router.on("stripe", "invoice.paid")(write_effect)
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     for n in range(5):
         deliver(client, endpoint, f"evt_split_{n}")
@@ -290,7 +196,7 @@ def test_an_error_text_the_database_cannot_store_costs_only_its_own_event(client
 
     assert process_events(runtime, ids) == {"processed": 3, "pending": 1}
     assert [len(effect_rows(runtime, f"evt_nul_{n}")) for n in range(4)] == [1, 1, 0, 1]
-    assert "a\\x00b" in event(runtime, ids[2]).last_error
+    assert "a\\x00b" in load_event(runtime, ids[2]).last_error
 
 
 def test_a_handler_that_swallows_a_database_error_costs_only_its_own_event(client, runtime, router):
@@ -313,4 +219,4 @@ def test_a_handler_that_swallows_a_database_error_costs_only_its_own_event(clien
     counts = process_events(runtime, ids)
     assert counts["processed"] == 2, counts
     assert [len(effect_rows(runtime, f"evt_swallow_{n}")) for n in range(3)] == [1, 0, 1]
-    assert event(runtime, ids[1]).status == "pending"
+    assert load_event(runtime, ids[1]).status == "pending"

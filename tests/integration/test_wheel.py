@@ -9,7 +9,8 @@ import zipfile
 
 import pytest
 
-from tests.conftest import ROOT, free_port
+from tests.support.install import ROOT
+from tests.support.processes import free_port
 
 APP = '''"""The user's own Flask application, as Flask's tutorial lays it out."""
 

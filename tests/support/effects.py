@@ -1,6 +1,6 @@
 """A table standing for a user's business data, written by test handlers through ctx.session."""
 
-from sqlalchemy import Boolean, Column, Integer, MetaData, String, Table
+from sqlalchemy import Boolean, Column, Integer, MetaData, String, Table, select
 
 metadata = MetaData()
 
@@ -13,3 +13,10 @@ effects = Table(
     Column("attempt", Integer, nullable=False),
     Column("is_replay", Boolean, nullable=False),
 )
+
+
+def effect_rows(runtime, external_id: str) -> list:
+    """The effects test handlers wrote for one provider event id."""
+    with runtime.engine.connect() as connection:
+        query = select(effects).where(effects.c.external_id == external_id)
+        return list(connection.execute(query).all())

@@ -5,7 +5,7 @@ import ast
 import tomllib
 from pathlib import Path
 
-from tests.conftest import PACKAGE_DIRS, ROOT
+from tests.support.install import PACKAGE_DIRS, ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 FOLDER_NAMES = {"app", "workers", "migrations"}

@@ -1,0 +1,57 @@
+"""The test databases: a fresh PostgreSQL database per session, real Redis, counts."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg2
+from sqlalchemy import text
+
+PG_ADMIN = os.environ.get("HOOKLATCH_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS = os.environ.get("HOOKLATCH_TEST_REDIS", "redis://127.0.0.1:6379/0")
+TABLES = (
+    "attempts",
+    "outbox",
+    "replays",
+    "events",
+    "endpoint_secrets",
+    "refusals",
+    "endpoints",
+    "test_effects",
+)
+
+
+def _admin_exec(sql: str) -> None:
+    connection = psycopg2.connect(PG_ADMIN)
+    connection.autocommit = True
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+    connection.close()
+
+
+@contextmanager
+def fresh_database(prefix: str = "hooklatch_test") -> Iterator[str]:
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    _admin_exec(f'CREATE DATABASE "{name}"')
+    url = PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        yield url
+    finally:
+        _admin_exec(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def count(runtime: Any, sql: str, **params: Any) -> int:
+    with runtime.engine.connect() as connection:
+        return int(connection.execute(text(sql), params).scalar_one())
+
+
+def load_event(runtime: Any, event_id: int) -> Any:
+    """The stored event, read in a session of its own."""
+    from hooklatch.events.models import Event
+
+    with runtime.session_factory() as session:
+        return session.get(Event, event_id)

@@ -1,0 +1,108 @@
+"""Driving the pipeline inside the test process: endpoints, deliveries, relay and worker."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from redis import Redis
+from rq import Queue, SimpleWorker
+from rq.registry import StartedJobRegistry
+
+from hooklatch.endpoints.service import create_endpoint
+from hooklatch.runtime import Runtime
+from hooklatch.workers.relay.loop import Relay
+from hooklatch.workers.relay.sinks import RQSink
+from hooklatch.workers.worker import jobs
+from tests.support.database import count
+from tests.support.signing import stripe_event, stripe_headers
+
+
+def make_endpoint(
+    runtime: Runtime,
+    provider: str = "stripe",
+    *,
+    name: str | None = None,
+    secrets: Sequence[str] = ("whsec_test_secret",),
+    options: dict[str, str] | None = None,
+) -> tuple[str, list[str]]:
+    """An endpoint created as the CLI creates one; returns its id and plain secrets."""
+    with runtime.session_factory.begin() as session:
+        endpoint, plain = create_endpoint(
+            session,
+            provider=runtime.provider(provider),
+            name=name or f"{provider}-{uuid.uuid4().hex[:6]}",
+            secrets=list(secrets),
+            box=runtime.box,
+            options=options,
+        )
+        return endpoint.id, plain
+
+
+def deliver(
+    client: Any,
+    endpoint: str,
+    event_id: str,
+    event_type: str = "invoice.paid",
+    secret: str = "whsec_test_secret",
+) -> int:
+    """POST one Stripe-signed event through the real view; returns its stored id."""
+    body = stripe_event(event_id, event_type=event_type)
+    response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, secret))
+    assert response.status_code == 200, response.json
+    return int(response.json["events"][0]["id"])
+
+
+def wait_for(
+    predicate: Callable[[], Any],
+    *,
+    timeout: float,
+    interval: float = 0.1,
+    message: str = "condition",
+) -> float:
+    """Poll until ``predicate()`` is true; returns the monotonic time it became so."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return time.monotonic()
+        time.sleep(interval)
+    raise AssertionError(f"{message} not reached within {timeout} s")
+
+
+def wait_drained(runtime: Runtime, queue: Queue, *, timeout: float = 20) -> None:
+    """Every outbox row relayed and every queued or running job finished."""
+    wait_for(
+        lambda: (
+            count(runtime, "SELECT count(*) FROM outbox") == 0
+            and queue.count == 0
+            and StartedJobRegistry(queue=queue).count == 0
+        ),
+        timeout=timeout,
+        message="outbox and queue drained",
+    )
+
+
+def drain(
+    runtime: Runtime, *, timeout: float = 20.0, until: Callable[[], bool] | None = None
+) -> None:
+    """Relay and work in this process until nothing is pending and due (or `until()`)."""
+    jobs.install(runtime)
+    assert runtime.settings.redis_url is not None
+    redis = Redis.from_url(runtime.settings.redis_url)
+    relay = Relay(runtime, RQSink(runtime, redis))
+    worker = SimpleWorker([runtime.settings.queue_name], connection=redis)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        relay.relay_once()
+        relay.sweep_once()
+        worker.work(burst=True, logging_level="WARNING")
+        if until is not None and until():
+            return
+        pending = count(runtime, "SELECT count(*) FROM events WHERE status = 'pending'")
+        replays = count(runtime, "SELECT count(*) FROM replays WHERE status = 'pending'")
+        if until is None and pending == 0 and replays == 0:
+            return
+        time.sleep(0.05)
+    raise AssertionError("work did not drain in time")

@@ -1,0 +1,175 @@
+"""Real processes under test: gunicorn, relays and workers, each in its own process group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis as redis_lib
+import requests
+
+from hooklatch.settings import Settings
+from tests.support.install import ROOT
+from tests.support.pipeline import wait_for
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def process_env(settings: Settings, **extra: str) -> dict[str, str]:
+    """The environment a hooklatch process needs for ``settings``, and nothing inherited
+    that would configure it otherwise."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HOOKLATCH_", "DATABASE_", "REDIS_"))
+    }
+    env.update(
+        DATABASE_URL=settings.database_url or "",
+        HOOKLATCH_SECRET_KEYS=",".join(settings.secret_keys),
+        HOOKLATCH_ADMIN_TOKEN=settings.admin_token or "",
+        HOOKLATCH_QUEUE=settings.queue_name,
+        HOOKLATCH_HANDLERS="tests.support.handlers",
+        HOOKLATCH_RETRY_BASE_SECONDS=str(settings.retry_base_seconds),
+        HOOKLATCH_RETRY_MAX_SECONDS=str(settings.retry_max_seconds),
+        HOOKLATCH_DISPATCH_GRACE_SECONDS=str(settings.dispatch_grace_seconds),
+        HOOKLATCH_SWEEP_INTERVAL_SECONDS=str(settings.sweep_interval_seconds),
+        PYTHONPATH=str(ROOT),
+        PYTHONUNBUFFERED="1",
+    )
+    if settings.redis_url:
+        env["REDIS_URL"] = settings.redis_url
+    env.update(extra)
+    return env
+
+
+class Proc:
+    def __init__(self, args: list[str], env: dict[str, str], log_path: Path, cwd: Path = ROOT):
+        self.log_path = log_path
+        self._log = open(log_path, "ab")  # noqa: SIM115
+        self.popen = subprocess.Popen(
+            args,
+            env=env,
+            cwd=cwd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, sig)
+        self.popen.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            try:
+                os.killpg(self.popen.pid, signal.SIGTERM)
+                self.popen.wait(timeout=15)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                self.kill()
+        self._log.close()
+
+
+def hooklatch_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hooklatch", *args]
+
+
+def wait_http(url: str, proc: Proc, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.popen.poll() is not None:
+            raise AssertionError(f"process exited early:\n{proc.log()}")
+        try:
+            requests.get(url, timeout=1)
+            return
+        except requests.RequestException:  # not listening yet, or a worker still booting
+            time.sleep(0.1)
+    raise AssertionError(f"{url} did not answer:\n{proc.log()}")
+
+
+def start_gunicorn(
+    procs: Any, settings: Settings, *, workers: int = 2, **env_extra: str
+) -> tuple[str, Proc]:
+    """gunicorn as the Procfile runs it, on a free port; returns its base URL."""
+    port = free_port()
+    env = process_env(settings, **env_extra)
+    args = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "wsgi:app",
+        "-c",
+        "gunicorn.conf.py",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+        "--worker-class",
+        "sync",
+    ]
+    proc = procs("gunicorn", args, env)
+    base = f"http://127.0.0.1:{port}"
+    wait_http(base + "/healthz", proc)
+    return base, proc
+
+
+def start_redis(procs: Any, port: int, directory: Path, *options: str) -> Proc:
+    """A redis-server of the test's own on ``port``, answering when this returns."""
+    proc = procs(
+        "redis-server",
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--dir",
+            str(directory),
+            *options,
+        ],
+        {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    client = redis_lib.Redis(host="127.0.0.1", port=port, socket_timeout=1)
+
+    def up() -> bool:
+        if proc.popen.poll() is not None:
+            raise AssertionError(f"redis-server exited:\n{proc.log()}")
+        try:
+            return bool(client.ping())
+        except redis_lib.ConnectionError:
+            return False
+
+    wait_for(up, timeout=10, message=f"redis-server on port {port}")
+    client.close()
+    return proc
+
+
+def with_port(url: str, port: int) -> str:
+    """``url`` with its port replaced (user name kept)."""
+    parts = urlsplit(url)
+    netloc = (
+        f"{parts.username}@{parts.hostname}:{port}"
+        if parts.username
+        else f"{parts.hostname}:{port}"
+    )
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -1,0 +1,61 @@
+"""Driving the relay by hand: events ingested through the view, a relay and its queue, a
+clock moved by the test."""
+
+from datetime import timedelta
+
+from redis import Redis
+from rq import Queue
+
+from hooklatch.db import utcnow
+from hooklatch.workers.relay.loop import Relay
+from hooklatch.workers.relay.sinks import RQSink
+from tests.support.pipeline import make_endpoint
+from tests.support.signing import stripe_event, stripe_headers
+
+SECRET = "whsec_test_secret"
+
+
+def ingest(client, runtime, n):
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    for i in range(n):
+        body = stripe_event(f"evt_relay_{i}")
+        response = client.post(
+            f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
+        )
+        assert response.status_code == 200
+
+
+def relay_for(runtime):
+    redis = Redis.from_url(runtime.settings.redis_url)
+    return Relay(runtime, RQSink(runtime, redis)), Queue(
+        runtime.settings.queue_name, connection=redis
+    )
+
+
+def jobs_of(runtime):
+    with runtime.engine.connect() as c:
+        return {r[0] for r in c.exec_driver_sql("SELECT DISTINCT job_id FROM outbox")}
+
+
+WAITING = "SELECT count(*) FROM outbox WHERE job_id IS NULL"
+
+
+class Clock:
+    """runtime.clock, moved by hand."""
+
+    def __init__(self):
+        self.now = utcnow()
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, seconds):
+        self.now += timedelta(seconds=seconds)
+
+
+def sweep_after_a_sighting(relay, clock) -> int:
+    """A job that is neither queued nor holding its lease is lost only when a later sweep,
+    half a sweep interval or more after the first sighting, still finds it so."""
+    assert relay.sweep_once() == 0
+    clock.advance(relay.settings.sweep_interval_seconds)
+    return relay.sweep_once()

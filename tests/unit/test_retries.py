@@ -1,0 +1,31 @@
+"""How long a failed event waits before its next attempt, and the key handlers pass on."""
+
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+from hooklatch.workers.worker.processing import backoff, idempotency_key
+
+
+def test_the_wait_never_exceeds_the_maximum_however_many_attempts():
+    waits = [backoff(attempt, base=1.0, maximum=30.0) for attempt in range(1, 80)]
+    assert max(waits) <= timedelta(seconds=30)
+    assert min(waits[10:]) >= timedelta(seconds=15)
+
+
+def test_waits_are_jittered_so_failed_events_do_not_retry_in_step():
+    waits = {backoff(4, base=1.0, maximum=60.0) for _ in range(50)}
+    assert len(waits) > 40
+
+
+def test_the_idempotency_key_names_the_endpoint_and_the_providers_event_id():
+    event = SimpleNamespace(endpoint_id="ep_1", external_id="evt_9", received_at=datetime.now(UTC))
+    assert idempotency_key(event) == "hooklatch:ep_1:evt_9"
+    other = SimpleNamespace(endpoint_id="ep_2", external_id="evt_9")
+    assert idempotency_key(other) != idempotency_key(event)
+
+
+def test_backoff_grows_exponentially_within_jitter_and_respects_the_cap():
+    for attempt in range(1, 8):
+        delay = backoff(attempt, base=10, maximum=600).total_seconds()
+        ceiling = min(600, 10 * 2 ** (attempt - 1))
+        assert ceiling / 2 <= delay <= ceiling
