@@ -1,12 +1,13 @@
 # make run: the receiver on the embedded default (SQLite, no Redis).
 # make test: lint and the whole suite (needs PostgreSQL and Redis on localhost).
+# make fmt: fix imports and formatting as lint wants them.
 # make bench: the benchmarks (also needs wrk and pgbench); make bench-smoke: a quick check.
 # make chaos: processes killed at random under load, five runs (see bench/chaos.py).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run install install-dev install-bench lint test bench bench-smoke chaos
+.PHONY: run install install-dev install-bench lint fmt test bench bench-smoke chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,10 +31,18 @@ install-bench: $(BIN)/python
 run: install
 	$(BIN)/hooklatch serve $(HOOKLATCH_SERVE_ARGS)
 
+# The same three checks run as a pre-commit hook (.pre-commit-config.yaml).
+LINTED := app workers migrations tests bench examples
+
 lint: install-dev
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check app workers migrations tests bench examples
+	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy
+
+# Rewrites what lint would refuse and can be fixed mechanically: imports, formatting.
+fmt: install-dev
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format $(LINTED)
 
 test: lint
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
