@@ -1,0 +1,1 @@
+"""The admin API: events, their attempts, and replays, behind a bearer token."""

@@ -1,0 +1,1 @@
+"""Endpoints: the URLs given to providers, and their secrets, encrypted at rest."""

@@ -1,3 +1,5 @@
+"""The endpoints and endpoint_secrets tables."""
+
 from __future__ import annotations
 
 from datetime import datetime

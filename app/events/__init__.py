@@ -1,0 +1,1 @@
+"""Events as stored: the events, outbox, attempts and replays tables, and what reads them."""

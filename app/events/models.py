@@ -1,3 +1,5 @@
+"""The events, outbox, attempts and replays tables."""
+
 from __future__ import annotations
 
 from datetime import datetime
