@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import logging
-import signal
-import threading
-from types import FrameType
 
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.loop import Relay
 from hooklatch.workers.relay.sinks import make_sink
+from hooklatch.workers.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
 
 def run_relay(runtime: Runtime) -> None:
-    stop = threading.Event()
-
-    def _stop(signum: int, frame: FrameType | None) -> None:
-        log.info("relay stopping (signal %d)", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    stop = stop_on_signals("relay")
     log.info("relay started")
     Relay(runtime, make_sink(runtime)).run(stop)

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import logging
-import signal
-import threading
-from types import FrameType
 
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -14,6 +11,7 @@ from rq import Worker
 from rq.worker import BaseWorker
 
 from hooklatch.runtime import Runtime
+from hooklatch.workers.signals import stop_on_signals
 from hooklatch.workers.worker import jobs
 
 log = logging.getLogger(__name__)
@@ -46,18 +44,5 @@ def run_worker(
             failures += 1
             delay = min(0.5 * 2**failures, MAX_WAIT_SECONDS)
             log.error("Redis unreachable (%s), the worker starts again in %.1f s", exc, delay)
-            if _stopped_within(delay):
+            if stop_on_signals("worker").wait(delay):
                 return False
-
-
-def _stopped_within(seconds: float) -> bool:
-    """Wait, ending early (and saying so) on SIGTERM or SIGINT."""
-    stop = threading.Event()
-
-    def _stop(signum: int, frame: FrameType | None) -> None:
-        log.info("worker stopping (signal %d)", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    return stop.wait(seconds)
