@@ -115,6 +115,21 @@ def client(app):
 
 
 @pytest.fixture
+def client_at(settings, router):
+    """Makes a test client, and its runtime, of an app whose clock stands at ``now``."""
+    apps = []
+
+    def make(now):
+        app = create_app(settings, router=router, clock=lambda: now)
+        apps.append(app)
+        return app.test_client(), app.extensions["hooklatch"]
+
+    yield make
+    for app in apps:
+        app.extensions["hooklatch"].dispose()
+
+
+@pytest.fixture
 def procs(tmp_path):
     """Start processes; all of them are stopped at the end of the test."""
     started: list[Proc] = []

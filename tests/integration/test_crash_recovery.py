@@ -8,27 +8,14 @@ import time
 import pytest
 from redis import Redis
 from rq import Queue
-from sqlalchemy import select, text
 
-from tests.support.database import count
-from tests.support.effects import effects
+from tests.support.database import count, load_event
+from tests.support.effects import effect_rows
 from tests.support.pipeline import deliver, make_endpoint, wait_for
 from tests.support.processes import hooklatch_cmd, process_env
 
 SECRET = "whsec_test_secret"
 RECOVERY_BOUND_SECONDS = 30
-
-
-def status_of(runtime, event_id):
-    with runtime.engine.connect() as c:
-        return c.execute(
-            text("SELECT status FROM events WHERE id = :id"), {"id": event_id}
-        ).scalar_one()
-
-
-def effect_count(runtime, external_id):
-    with runtime.engine.connect() as c:
-        return len(c.execute(select(effects).where(effects.c.external_id == external_id)).all())
 
 
 @pytest.mark.slow
@@ -47,7 +34,7 @@ def test_worker_killed_inside_a_handler_leaves_no_effect_and_another_worker_fini
     marker = markers / f"evt_kill_{victim}"
     wait_for(marker.exists, timeout=30, message="handler started")
     # The handler has written its effect through ctx.session and is now stuck before commit.
-    assert effect_count(runtime, f"evt_kill_{victim}") == 0
+    assert len(effect_rows(runtime, f"evt_kill_{victim}")) == 0
 
     horse = int(marker.read_text())
     if victim == "whole_worker":
@@ -56,19 +43,19 @@ def test_worker_killed_inside_a_handler_leaves_no_effect_and_another_worker_fini
         first.kill(signal.SIGKILL)
     os.kill(horse, signal.SIGKILL)
     killed_at = time.monotonic()
-    assert effect_count(runtime, f"evt_kill_{victim}") == 0
-    assert status_of(runtime, event_id) == "pending"
+    assert len(effect_rows(runtime, f"evt_kill_{victim}")) == 0
+    assert load_event(runtime, event_id).status == "pending"
 
     procs("worker-b", hooklatch_cmd("worker"), env)
     done_at = wait_for(
-        lambda: status_of(runtime, event_id) == "processed",
+        lambda: load_event(runtime, event_id).status == "processed",
         timeout=RECOVERY_BOUND_SECONDS,
         message="processed by another worker",
     )
     print(f"recovered {done_at - killed_at:.2f} s after SIGKILL ({victim})")
-    assert effect_count(runtime, f"evt_kill_{victim}") == 1
+    assert len(effect_rows(runtime, f"evt_kill_{victim}")) == 1
     time.sleep(1.5)  # any further dispatch would have run by now
-    assert effect_count(runtime, f"evt_kill_{victim}") == 1
+    assert len(effect_rows(runtime, f"evt_kill_{victim}")) == 1
 
 
 @pytest.mark.slow
@@ -88,14 +75,16 @@ def test_relay_killed_after_pushing_to_redis_before_commit_still_runs_the_handle
 
     procs("relay", hooklatch_cmd("relay"), env)
     procs("worker", hooklatch_cmd("worker"), env)
-    wait_for(lambda: status_of(runtime, event_id) == "processed", timeout=30, message="processed")
+    wait_for(
+        lambda: load_event(runtime, event_id).status == "processed", timeout=30, message="processed"
+    )
     wait_for(
         lambda: queue.count == 0 and count(runtime, "SELECT count(*) FROM outbox") == 0,
         timeout=30,
         message="both jobs consumed",
     )
     time.sleep(1.0)
-    assert effect_count(runtime, "evt_relay_crash") == 1
+    assert len(effect_rows(runtime, "evt_relay_crash")) == 1
 
 
 @pytest.mark.slow
@@ -113,11 +102,11 @@ def test_a_handler_that_kills_its_process_ends_dead_and_its_batch_mates_run_once
     procs("relay", hooklatch_cmd("relay"), env)  # after the three: one job for all of them
 
     wait_for(
-        lambda: [status_of(runtime, i) for i in ids] == ["processed", "dead", "processed"],
+        lambda: [load_event(runtime, i).status for i in ids] == ["processed", "dead", "processed"],
         timeout=60,
         message="mates processed and the poison dead",
     )
-    assert effect_count(runtime, "evt_mate_a") == 1
-    assert effect_count(runtime, "evt_mate_b") == 1
-    assert effect_count(runtime, "evt_poison") == 0
+    assert len(effect_rows(runtime, "evt_mate_a")) == 1
+    assert len(effect_rows(runtime, "evt_mate_b")) == 1
+    assert len(effect_rows(runtime, "evt_poison")) == 0
     assert count(runtime, "SELECT count(*) FROM outbox") == 0

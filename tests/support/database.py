@@ -55,3 +55,8 @@ def load_event(runtime: Any, event_id: int) -> Any:
 
     with runtime.session_factory() as session:
         return session.get(Event, event_id)
+
+
+def stored_for(runtime: Any, endpoint_id: str) -> int:
+    """How many events an endpoint has stored."""
+    return count(runtime, "SELECT count(*) FROM events WHERE endpoint_id = :e", e=endpoint_id)

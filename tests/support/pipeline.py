@@ -55,6 +55,14 @@ def deliver(
     return int(response.json["events"][0]["id"])
 
 
+def post_json(client: Any, endpoint: str, body: bytes, headers: dict[str, str]) -> Any:
+    """POST a JSON body to an endpoint through the test client (``headers`` may override
+    the content type)."""
+    return client.post(
+        f"/hooks/{endpoint}", data=body, headers={"Content-Type": "application/json", **headers}
+    )
+
+
 def wait_for(
     predicate: Callable[[], Any],
     *,

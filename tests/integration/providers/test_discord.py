@@ -6,9 +6,8 @@ from datetime import UTC, datetime
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from hooklatch import create_app
-from tests.support.database import count
-from tests.support.pipeline import make_endpoint
+from tests.support.database import stored_for
+from tests.support.pipeline import make_endpoint, post_json
 from tests.support.providers.discord import (
     APP_KEY,
     OTHER_KEY,
@@ -22,30 +21,22 @@ from tests.support.providers.discord import (
 )
 
 
-def post(client, endpoint, body, headers):
-    return client.post(f"/hooks/{endpoint}", data=body, headers=headers)
-
-
-def stored(runtime, endpoint):
-    return count(runtime, "SELECT count(*) FROM events WHERE endpoint_id = :e", e=endpoint)
-
-
 def test_an_interactions_ping_is_answered_with_a_pong(client, runtime):
     endpoint, _ = make_endpoint(runtime, "discord", secrets=[APP_KEY])
     body = b'{"type":1}'
-    response = post(client, endpoint, body, discord_headers(body, APP_KEY))
+    response = post_json(client, endpoint, body, discord_headers(body, APP_KEY))
     assert response.status_code == 200
     assert response.content_type == "application/json"
     assert response.json == {"type": 1}
-    assert stored(runtime, endpoint) == 0
+    assert stored_for(runtime, endpoint) == 0
 
 
 def test_a_webhook_events_ping_is_answered_204_with_no_body(client, runtime):
     endpoint, _ = make_endpoint(runtime, "discord", secrets=[APP_KEY])
     body = b'{"version":1,"application_id":"1181000000000000000","type":0}'
-    response = post(client, endpoint, body, discord_headers(body, APP_KEY))
+    response = post_json(client, endpoint, body, discord_headers(body, APP_KEY))
     assert (response.status_code, response.data) == (204, b"")
-    assert stored(runtime, endpoint) == 0
+    assert stored_for(runtime, endpoint) == 0
 
 
 @pytest.mark.parametrize("body", [b'{"type":1}', b'{"type":0}'])
@@ -54,17 +45,14 @@ def test_discords_deliberately_bad_signatures_get_401(client, runtime, body):
     wrong_key = discord_headers(body, OTHER_KEY)
     garbage = {**discord_headers(body, APP_KEY), "X-Signature-Ed25519": "ab" * 64}
     for headers in (wrong_key, garbage):
-        response = post(client, endpoint, body, headers)
+        response = post_json(client, endpoint, body, headers)
         assert (response.status_code, response.json["error"]) == (401, "bad_signature")
-    assert stored(runtime, endpoint) == 0
+    assert stored_for(runtime, endpoint) == 0
 
 
 @pytest.fixture
-def at_vector_time(settings, router):
-    now = datetime.fromtimestamp(int(VECTOR_TIMESTAMP), UTC)
-    app = create_app(settings, router=router, clock=lambda: now)
-    yield app.test_client(), app.extensions["hooklatch"]
-    app.extensions["hooklatch"].dispose()
+def at_vector_time(client_at):
+    return client_at(datetime.fromtimestamp(int(VECTOR_TIMESTAMP), UTC))
 
 
 def test_the_zero_seed_vector_verifies_and_is_answered_with_a_pong(at_vector_time):
@@ -77,16 +65,16 @@ def test_the_zero_seed_vector_verifies_and_is_answered_with_a_pong(at_vector_tim
         "X-Signature-Ed25519": VECTOR_SIGNATURE,
         "X-Signature-Timestamp": VECTOR_TIMESTAMP,
     }
-    response = post(client, endpoint, VECTOR_BODY, headers)
+    response = post_json(client, endpoint, VECTOR_BODY, headers)
     assert (response.status_code, response.json) == (200, {"type": 1})
     flipped = {**headers, "X-Signature-Ed25519": VECTOR_SIGNATURE[:-1] + "d"}
-    assert post(client, endpoint, VECTOR_BODY, flipped).status_code == 401
+    assert post_json(client, endpoint, VECTOR_BODY, flipped).status_code == 401
 
 
 def test_an_interaction_is_stored_under_its_id_and_dated_by_its_snowflake(client, runtime):
     endpoint, _ = make_endpoint(runtime, "discord", secrets=[APP_KEY])
     body = command("1296854843367592048")
-    response = post(client, endpoint, body, discord_headers(body, APP_KEY))
+    response = post_json(client, endpoint, body, discord_headers(body, APP_KEY))
     assert response.status_code == 200, response.json
     with runtime.engine.connect() as c:
         row = c.exec_driver_sql("SELECT external_id, type, occurred_at FROM events").one()
@@ -101,7 +89,9 @@ def test_a_webhook_event_is_keyed_by_app_type_time_and_user_and_a_retry_is_a_dup
     statuses = []
     for user_id in ("1001", "1001", "1002"):
         body = webhook_event(user_id)
-        statuses.append(post(client, endpoint, body, discord_headers(body, APP_KEY)).json["status"])
+        statuses.append(
+            post_json(client, endpoint, body, discord_headers(body, APP_KEY)).json["status"]
+        )
     assert statuses == ["accepted", "duplicate", "accepted"]
     with runtime.engine.connect() as c:
         keys = c.exec_driver_sql("SELECT external_id, type FROM events ORDER BY id").all()
@@ -120,5 +110,5 @@ def test_a_webhook_event_is_keyed_by_app_type_time_and_user_and_a_retry_is_a_dup
 def test_an_endpoint_secret_that_is_not_a_public_key_is_named(client, runtime):
     endpoint, _ = make_endpoint(runtime, "discord", secrets=["not-a-public-key"])
     body = b'{"type":1}'
-    response = post(client, endpoint, body, discord_headers(body, APP_KEY))
+    response = post_json(client, endpoint, body, discord_headers(body, APP_KEY))
     assert (response.status_code, response.json["error"]) == (401, "no_secret")

@@ -7,16 +7,10 @@ import pytest
 
 from hooklatch.errors import BadRequest
 from tests.support.database import count
-from tests.support.pipeline import make_endpoint
+from tests.support.pipeline import make_endpoint, post_json
 from tests.support.providers.gitlab import push_body
 from tests.support.signing import standard_webhooks_v1 as sdk_v1
 from tests.support.signing import whsec
-
-
-def post(client, endpoint, body, headers):
-    return client.post(
-        f"/hooks/{endpoint}", data=body, headers={"Content-Type": "application/json", **headers}
-    )
 
 
 def test_the_mode_defaults_to_token_and_is_stored(runtime):
@@ -36,7 +30,7 @@ def test_an_unknown_mode_or_option_is_refused(runtime, options):
 def test_token_mode_accepts_the_token_and_types_by_x_gitlab_event(client, runtime):
     endpoint, _ = make_endpoint(runtime, "gitlab", secrets=["s3cret token"])
     headers = {"X-Gitlab-Token": "s3cret token", "X-Gitlab-Event": "Push Hook"}
-    response = post(client, endpoint, push_body(), {**headers, "Idempotency-Key": "k1"})
+    response = post_json(client, endpoint, push_body(), {**headers, "Idempotency-Key": "k1"})
     assert response.status_code == 200, response.json
     with runtime.engine.connect() as c:
         stored = c.exec_driver_sql("SELECT external_id, type FROM events").one()
@@ -47,7 +41,7 @@ def test_signing_mode_does_not_take_a_bare_token(client, runtime):
     secret = whsec("gitlab-bare-token")
     endpoint, _ = make_endpoint(runtime, "gitlab", secrets=[secret], options={"mode": "signing"})
     headers = {"X-Gitlab-Token": secret, "X-Gitlab-Event": "Push Hook", "Idempotency-Key": "k1"}
-    response = post(client, endpoint, push_body(), headers)
+    response = post_json(client, endpoint, push_body(), headers)
     assert (response.status_code, response.json["error"]) == (400, "missing_header")
 
 
@@ -61,11 +55,11 @@ def test_signing_mode_refuses_svix_headers_and_v1a_entries(client, runtime):
         "svix-timestamp": str(int(now.timestamp())),
         "svix-signature": sdk_v1(secret, "k1", now, body),
     }
-    response = post(client, endpoint, body, {**svix, "X-Gitlab-Event": "Push Hook"})
+    response = post_json(client, endpoint, body, {**svix, "X-Gitlab-Event": "Push Hook"})
     assert (response.status_code, response.json["error"]) == (400, "missing_header")
     webhook = {k.replace("svix", "webhook"): v for k, v in svix.items()}
     webhook["webhook-signature"] = "v1a," + webhook["webhook-signature"][3:]
-    response = post(client, endpoint, body, {**webhook, "X-Gitlab-Event": "Push Hook"})
+    response = post_json(client, endpoint, body, {**webhook, "X-Gitlab-Event": "Push Hook"})
     assert (response.status_code, response.json["error"]) == (400, "malformed_header")
 
 
@@ -78,21 +72,23 @@ def test_signing_mode_refuses_svix_headers_and_v1a_entries(client, runtime):
 )
 def test_the_dedupe_key_falls_back_to_the_event_uuid(client, runtime, headers, external_id):
     endpoint, _ = make_endpoint(runtime, "gitlab", secrets=["t"])
-    response = post(client, endpoint, push_body(), {"X-Gitlab-Token": "t", **headers})
+    response = post_json(client, endpoint, push_body(), {"X-Gitlab-Token": "t", **headers})
     assert response.status_code == 200, response.json
     assert response.json["events"][0]["external_id"] == external_id
 
 
 def test_without_any_delivery_id_the_request_is_refused(client, runtime):
     endpoint, _ = make_endpoint(runtime, "gitlab", secrets=["t"])
-    response = post(client, endpoint, push_body(), {"X-Gitlab-Token": "t"})
+    response = post_json(client, endpoint, push_body(), {"X-Gitlab-Token": "t"})
     assert (response.status_code, response.json["error"]) == (400, "missing_header")
     assert count(runtime, "SELECT count(*) FROM events") == 0
 
 
 def test_without_x_gitlab_event_the_type_is_the_object_kind(client, runtime):
     endpoint, _ = make_endpoint(runtime, "gitlab", secrets=["t"])
-    response = post(client, endpoint, push_body(), {"X-Gitlab-Token": "t", "Idempotency-Key": "k"})
+    response = post_json(
+        client, endpoint, push_body(), {"X-Gitlab-Token": "t", "Idempotency-Key": "k"}
+    )
     assert response.status_code == 200, response.json
     with runtime.engine.connect() as c:
         assert c.exec_driver_sql("SELECT type FROM events").scalar_one() == "push"
@@ -109,6 +105,6 @@ def test_in_signing_mode_without_idempotency_key_the_key_is_the_webhook_id(clien
         "webhook-timestamp": str(int(now.timestamp())),
         "webhook-signature": sdk_v1(secret, "wh-id", now, body),
     }
-    response = post(client, endpoint, body, headers)
+    response = post_json(client, endpoint, body, headers)
     assert response.status_code == 200, response.json
     assert response.json["events"][0]["external_id"] == "wh-id"

@@ -4,7 +4,7 @@ no event id, duplicates, and the provider's own sample event."""
 from datetime import UTC, datetime
 
 from hooklatch.providers.base import Delivery
-from tests.support.pipeline import make_endpoint
+from tests.support.pipeline import make_endpoint, post_json
 from tests.support.providers.shopify import (
     EVENT_ID,
     SECRET,
@@ -15,10 +15,6 @@ from tests.support.providers.shopify import (
 )
 
 
-def post(client, endpoint, body, headers):
-    return client.post(f"/hooks/{endpoint}", data=body, headers=headers)
-
-
 def stored_event(runtime):
     with runtime.engine.connect() as c:
         return c.exec_driver_sql("SELECT external_id, type, occurred_at FROM events").one()
@@ -27,7 +23,7 @@ def stored_event(runtime):
 def test_the_x_shopify_header_family_is_accepted(client, runtime):
     endpoint, _ = make_endpoint(runtime, "shopify", secrets=[SECRET])
     body = order()
-    response = post(client, endpoint, body, classic_headers(body, SECRET))
+    response = post_json(client, endpoint, body, classic_headers(body, SECRET))
     assert response.status_code == 200, response.json
     row = stored_event(runtime)
     assert row[:2] == (EVENT_ID, "orders/create")
@@ -37,7 +33,7 @@ def test_the_x_shopify_header_family_is_accepted(client, runtime):
 def test_the_lower_case_shopify_header_family_is_accepted(client, runtime):
     endpoint, _ = make_endpoint(runtime, "shopify", secrets=[SECRET])
     body = order()
-    response = post(client, endpoint, body, events_headers(body, SECRET))
+    response = post_json(client, endpoint, body, events_headers(body, SECRET))
     assert response.status_code == 200, response.json
     assert stored_event(runtime)[:2] == (EVENT_ID, "products/update")
 
@@ -45,14 +41,14 @@ def test_the_lower_case_shopify_header_family_is_accepted(client, runtime):
 def test_a_badly_signed_delivery_in_the_lower_case_family_is_refused(client, runtime):
     endpoint, _ = make_endpoint(runtime, "shopify", secrets=[SECRET])
     body = order()
-    response = post(client, endpoint, body, events_headers(body, "shpss_someone_else"))
+    response = post_json(client, endpoint, body, events_headers(body, "shpss_someone_else"))
     assert (response.status_code, response.json["error"]) == (401, "bad_signature")
 
 
 def test_without_an_event_id_the_webhook_id_is_the_dedupe_key(client, runtime):
     endpoint, _ = make_endpoint(runtime, "shopify", secrets=[SECRET])
     body = order()
-    response = post(client, endpoint, body, classic_headers(body, SECRET, event_id=None))
+    response = post_json(client, endpoint, body, classic_headers(body, SECRET, event_id=None))
     assert response.status_code == 200, response.json
     assert stored_event(runtime).external_id == WEBHOOK_ID
 
@@ -60,8 +56,8 @@ def test_without_an_event_id_the_webhook_id_is_the_dedupe_key(client, runtime):
 def test_a_second_delivery_of_one_event_is_a_duplicate(client, runtime):
     endpoint, _ = make_endpoint(runtime, "shopify", secrets=[SECRET])
     body = order()
-    first = post(client, endpoint, body, classic_headers(body, SECRET))
-    again = post(client, endpoint, body, classic_headers(body, SECRET, webhook_id="another"))
+    first = post_json(client, endpoint, body, classic_headers(body, SECRET))
+    again = post_json(client, endpoint, body, classic_headers(body, SECRET, webhook_id="another"))
     assert (first.json["status"], again.json["status"]) == ("accepted", "duplicate")
 
 
@@ -70,6 +66,6 @@ def test_the_sample_event_signed_by_the_provider_is_accepted(client, runtime):
     provider, now = runtime.provider("shopify"), datetime.now(UTC)
     headers, body = provider.sample_event(now=now)
     headers.update(provider.sign(Delivery("POST", "", {}, body), secret=SECRET, now=now))
-    response = post(client, endpoint, body, headers)
+    response = post_json(client, endpoint, body, headers)
     assert response.status_code == 200, response.json
     assert response.json["status"] == "accepted"

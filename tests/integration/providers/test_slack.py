@@ -8,9 +8,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from hooklatch import create_app
 from hooklatch.providers.base import Delivery
-from tests.support.database import count
+from tests.support.database import stored_for
 from tests.support.pipeline import make_endpoint
 from tests.support.providers.slack import (
     FORM,
@@ -22,10 +21,6 @@ from tests.support.providers.slack import (
     event_callback,
     slack_headers,
 )
-
-
-def stored(runtime, endpoint):
-    return count(runtime, "SELECT count(*) FROM events WHERE endpoint_id = :e", e=endpoint)
 
 
 def test_url_verification_is_answered_with_its_challenge_once_the_signature_verifies(
@@ -43,7 +38,7 @@ def test_url_verification_is_answered_with_its_challenge_once_the_signature_veri
     assert response.status_code == 200
     assert response.content_type == "application/json"
     assert response.json == {"challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}
-    assert stored(runtime, endpoint) == 0
+    assert stored_for(runtime, endpoint) == 0
 
 
 def test_a_badly_signed_url_verification_is_refused_and_not_answered(client, runtime):
@@ -54,16 +49,13 @@ def test_a_badly_signed_url_verification_is_refused_and_not_answered(client, run
     assert response.status_code == 401
     assert response.json["error"] == "bad_signature"
     assert b"not-for-you" not in response.data
-    assert stored(runtime, endpoint) == 0
+    assert stored_for(runtime, endpoint) == 0
 
 
 @pytest.fixture
-def at_vector_time(settings, router):
+def at_vector_time(client_at):
     """The app with its clock at the Slack docs example's timestamp."""
-    now = datetime.fromtimestamp(int(VECTOR_TIMESTAMP), UTC)
-    app = create_app(settings, router=router, clock=lambda: now)
-    yield app.test_client(), app.extensions["hooklatch"]
-    app.extensions["hooklatch"].dispose()
+    return client_at(datetime.fromtimestamp(int(VECTOR_TIMESTAMP), UTC))
 
 
 def test_the_slack_docs_example_verifies_and_is_stored_under_its_trigger_id(at_vector_time):
@@ -131,7 +123,7 @@ def test_an_ssl_check_is_answered_and_not_stored(client, runtime):
         f"/hooks/{endpoint}", data=body, headers=slack_headers(body, SECRET, form=True)
     )
     assert (response.status_code, response.data) == (200, b"")
-    assert stored(runtime, endpoint) == 0
+    assert stored_for(runtime, endpoint) == 0
 
 
 def test_the_sample_event_signed_by_the_provider_is_accepted(client, runtime):

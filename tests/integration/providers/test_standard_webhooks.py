@@ -8,23 +8,21 @@ import pytest
 from standardwebhooks import Webhook
 
 from tests.support.database import count
-from tests.support.pipeline import make_endpoint
+from tests.support.pipeline import make_endpoint, post_json
 from tests.support.providers.standard_webhooks import ed25519_pair, event, signed, v1a
 from tests.support.signing import whsec
-
-
-def post(client, endpoint, body, headers):
-    return client.post(
-        f"/hooks/{endpoint}", data=body, headers={"Content-Type": "application/json", **headers}
-    )
 
 
 def test_svix_headers_are_accepted_and_deduplicated_on_svix_id(client, runtime):
     secret = whsec("svix")
     endpoint, _ = make_endpoint(runtime, "standard-webhooks", secrets=[secret])
     body = event("invoice.paid")
-    first = post(client, endpoint, body, signed(secret, body, message_id="msg_svix", prefix="svix"))
-    again = post(client, endpoint, body, signed(secret, body, message_id="msg_svix", prefix="svix"))
+    first = post_json(
+        client, endpoint, body, signed(secret, body, message_id="msg_svix", prefix="svix")
+    )
+    again = post_json(
+        client, endpoint, body, signed(secret, body, message_id="msg_svix", prefix="svix")
+    )
     assert first.status_code == 200, first.json
     assert first.json["events"][0]["external_id"] == "msg_svix"
     assert again.json["status"] == "duplicate"
@@ -36,7 +34,7 @@ def test_supabase_secret_form_is_accepted_through_the_endpoint(client, runtime):
     secret = whsec("supabase")
     endpoint, _ = make_endpoint(runtime, "standard-webhooks", secrets=["v1," + secret])
     body = event("before-user-created")
-    response = post(client, endpoint, body, signed(secret, body))
+    response = post_json(client, endpoint, body, signed(secret, body))
     assert response.status_code == 200, response.json
 
 
@@ -46,7 +44,7 @@ def test_v1a_is_accepted_next_to_a_v1_entry_from_an_unknown_secret(client, runti
     body, now = event(), datetime.now(UTC)
     headers = signed(whsec("someone-else"), body, now=now)
     headers["webhook-signature"] += " " + v1a(private, "msg_1", now, body)
-    response = post(client, endpoint, body, headers)
+    response = post_json(client, endpoint, body, headers)
     assert response.status_code == 200, response.json
 
 
@@ -60,7 +58,7 @@ def test_a_garbage_entry_in_the_list_still_verifies_through_the_good_one(client,
     # The reference library raises on the first bad entry instead of reading on.
     with pytest.raises(ValueError):  # binascii.Error is a ValueError
         Webhook(secret).verify(body, headers)
-    response = post(client, endpoint, body, headers)
+    response = post_json(client, endpoint, body, headers)
     assert response.status_code == 200, response.json
 
 
@@ -70,7 +68,7 @@ def test_a_signature_header_with_no_readable_entry_is_malformed(client, runtime,
     endpoint, _ = make_endpoint(runtime, "standard-webhooks", secrets=[secret])
     body = event()
     headers = {**signed(secret, body), "webhook-signature": header}
-    response = post(client, endpoint, body, headers)
+    response = post_json(client, endpoint, body, headers)
     assert (response.status_code, response.json["error"]) == (400, "malformed_header")
     assert count(runtime, "SELECT count(*) FROM events") == 0
 
@@ -81,14 +79,14 @@ def test_a_missing_id_or_timestamp_header_is_refused(client, runtime, missing):
     endpoint, _ = make_endpoint(runtime, "standard-webhooks", secrets=[secret])
     body = event()
     headers = {k: v for k, v in signed(secret, body).items() if k != missing}
-    response = post(client, endpoint, body, headers)
+    response = post_json(client, endpoint, body, headers)
     assert (response.status_code, response.json["error"]) == (400, "missing_header")
 
 
 def test_an_endpoint_whose_secret_is_not_a_key_says_so(client, runtime):
     endpoint, _ = make_endpoint(runtime, "standard-webhooks", secrets=["not a whsec secret!"])
     body = event()
-    response = post(client, endpoint, body, signed(whsec("any"), body))
+    response = post_json(client, endpoint, body, signed(whsec("any"), body))
     assert (response.status_code, response.json["error"]) == (401, "no_secret")
 
 
@@ -103,7 +101,7 @@ def test_an_endpoint_whose_secret_is_not_a_key_says_so(client, runtime):
 def test_the_event_type_is_the_body_type_or_webhook(client, runtime, body, event_type):
     secret = whsec("types")
     endpoint, _ = make_endpoint(runtime, "standard-webhooks", secrets=[secret])
-    response = post(client, endpoint, body, signed(secret, body))
+    response = post_json(client, endpoint, body, signed(secret, body))
     assert response.status_code == 200, response.json
     with runtime.engine.connect() as c:
         assert c.exec_driver_sql("SELECT type FROM events").scalar_one() == event_type

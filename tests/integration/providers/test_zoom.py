@@ -3,7 +3,7 @@
 from datetime import UTC, datetime
 
 from hooklatch.providers.base import Delivery
-from tests.support.database import count
+from tests.support.database import stored_for
 from tests.support.pipeline import make_endpoint
 from tests.support.providers.zoom import (
     EVENT_TS,
@@ -13,10 +13,6 @@ from tests.support.providers.zoom import (
     url_validation,
     zoom_headers,
 )
-
-
-def stored(runtime, endpoint):
-    return count(runtime, "SELECT count(*) FROM events WHERE endpoint_id = :e", e=endpoint)
 
 
 def test_url_validation_is_answered_with_the_tokens_hmac_once_the_signature_verifies(
@@ -31,7 +27,7 @@ def test_url_validation_is_answered_with_the_tokens_hmac_once_the_signature_veri
         "plainToken": "qgg8vlvZRS6UYooatFL8Aw",
         "encryptedToken": encrypted(SECRET, "qgg8vlvZRS6UYooatFL8Aw"),
     }
-    assert stored(runtime, endpoint) == 0
+    assert stored_for(runtime, endpoint) == 0
 
 
 def test_a_badly_signed_url_validation_is_refused_and_not_answered(client, runtime):
@@ -41,7 +37,7 @@ def test_a_badly_signed_url_validation_is_refused_and_not_answered(client, runti
     response = client.post(f"/hooks/{endpoint}", data=body, headers=headers)
     assert (response.status_code, response.json["error"]) == (401, "bad_signature")
     assert b"encryptedToken" not in response.data
-    assert stored(runtime, endpoint) == 0
+    assert stored_for(runtime, endpoint) == 0
 
 
 def test_during_a_rotation_url_validation_is_keyed_by_the_secret_that_signed(client, runtime):
