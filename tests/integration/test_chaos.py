@@ -1,7 +1,9 @@
 """Scale-out chaos in the suite: two web servers, two relays and three workers, one of them
 SIGKILLed with its whole process tree every 1 to 2 s while events arrive three times each.
 Every event answered 200 has exactly one handler run, none has none, and all are processed
-within the stated bound after the last kill. `make chaos` runs the same scenario longer."""
+within grace + two sweeps + an allowance for processing after the last kill (the allowance
+is generous: the suite shares two cores, so this catches stalls, not slow recoveries).
+`make chaos` runs the same scenario longer."""
 
 import pytest
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import socket
 import threading
 import time
@@ -15,6 +14,7 @@ import requests
 from rq import Queue
 
 from hooklatch import create_app
+from hooklatch.workers.relay.sinks import SERIALIZER
 from tests.support.database import count
 from tests.support.pipeline import make_endpoint, wait_drained, wait_for
 from tests.support.processes import (
@@ -105,7 +105,8 @@ def test_redis_down_ingest_still_stores_and_everything_is_processed_once_when_it
             timeout=45,
             message="all 20 events processed",
         )
-        queue = Queue(settings.queue_name, connection=redis_lib.Redis.from_url(settings.redis_url))
+        redis = redis_lib.Redis.from_url(settings.redis_url)
+        queue = Queue(settings.queue_name, connection=redis, serializer=SERIALIZER)
         wait_drained(runtime, queue)
     except AssertionError as exc:
         raise AssertionError(f"{exc}{logs()}") from None
@@ -114,40 +115,6 @@ def test_redis_down_ingest_still_stores_and_everything_is_processed_once_when_it
     assert effects == ids  # exactly one effect per event, none twice
     assert count(runtime, "SELECT count(*) FROM events WHERE attempts <> 1") == 0
     assert worker.popen.poll() is None and relay.popen.poll() is None
-
-
-@pytest.mark.slow
-def test_a_worker_started_while_redis_is_down_waits_for_it_then_works(
-    procs, proc_settings, runtime, client, tmp_path
-):
-    """RQ's worker quits on a Redis error outside its wait for jobs (at start, in its
-    maintenance): `hooklatch worker` starts it again instead of exiting."""
-    port = free_port()
-    settings = replace(proc_settings, redis_url=f"redis://127.0.0.1:{port}/0")
-    env = process_env(settings)
-    worker = procs("worker", hooklatch_cmd("worker"), env)
-    wait_for(
-        lambda: worker.log().count("Redis unreachable") >= 2,
-        timeout=20,
-        message="the worker saying twice that Redis is unreachable",
-    )
-    assert worker.popen.poll() is None, worker.log()
-    assert "Traceback" not in worker.log()
-
-    start_redis(procs, port, tmp_path)
-    procs("relay", hooklatch_cmd("relay"), env)
-    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    body = stripe_event("evt_worker_waited", event_type="effect.waited")
-    response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
-    assert response.status_code == 200
-    wait_for(
-        lambda: count(runtime, "SELECT count(*) FROM test_effects") == 1,
-        timeout=30,
-        message=f"the event processed by the worker that waited\n{worker.log()}",
-    )
-
-    worker.popen.send_signal(signal.SIGTERM)
-    assert worker.popen.wait(timeout=15) == 0, worker.log()
 
 
 # -- PostgreSQL unreachable --------------------------------------------------------

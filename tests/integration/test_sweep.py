@@ -167,3 +167,62 @@ def test_without_lpos_the_queue_is_read_whole(client, runtime):
     assert relay.sweep_once() == 0  # queued, found in the list
     queue.connection.lmove(queue.key, queue.intermediate_queue_key)
     assert sweep_after_a_sighting(relay, clock) == 3
+
+
+def test_without_postgresql_a_job_gone_from_redis_is_still_lost(settings, router, tmp_path):
+    """SQLite has no advisory locks: RQ's "started" is all there is to go by, and a job
+    missing from Redis, finished or failed is not running."""
+    from dataclasses import replace
+
+    from alembic import command
+
+    from hooklatch import create_app
+    from hooklatch.migrations import alembic_config
+
+    url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    command.upgrade(alembic_config(url), "head")
+    app = create_app(replace(settings, database_url=url), router=router)
+    runtime = app.extensions["hooklatch"]
+    try:
+        runtime.clock = clock = Clock()
+        ingest(app.test_client(), runtime, 3)
+        relay, queue = relay_for(runtime)
+        assert relay.relay_once() == 3
+        [job_id] = jobs_of(runtime)
+        Job.fetch(job_id, connection=queue.connection).delete()
+        clock.advance(1)
+        assert relay.sweep_once() == 3
+        assert relay.relay_once() == 3
+        assert job_id not in jobs_of(runtime)
+    finally:
+        runtime.dispose()
+
+
+def test_an_event_locked_when_its_job_is_given_up_keeps_its_count(client, runtime):
+    """A worker holds the event while the sweep gives its lost job up: the outbox row,
+    and the count of lost jobs on it, stay until the event can be judged."""
+    from dataclasses import replace
+
+    from sqlalchemy import text
+
+    runtime.settings = replace(runtime.settings, max_lost_dispatches=1)
+    runtime.clock = clock = Clock()
+    ingest(client, runtime, 1)
+    relay, queue = relay_for(runtime)
+    assert relay.relay_once() == 1
+    [job_id] = jobs_of(runtime)
+    Job.fetch(job_id, connection=queue.connection).set_status(JobStatus.STARTED)
+    queue.remove(job_id)
+    with runtime.engine.connect() as holder:
+        holder.execute(text("SELECT id FROM events FOR NO KEY UPDATE"))  # a worker on it
+        sweep_after_a_sighting(relay, clock)
+        assert count(runtime, "SELECT count(*) FROM outbox") == 1
+        assert count(runtime, "SELECT lost_dispatches FROM outbox") == 1
+        holder.rollback()  # that worker died too
+    assert relay.relay_once() == 1  # out again, with its count: lost once more, it is dead
+    [job_id] = jobs_of(runtime)
+    Job.fetch(job_id, connection=queue.connection).set_status(JobStatus.STARTED)
+    queue.remove(job_id)
+    sweep_after_a_sighting(relay, clock)
+    assert count(runtime, "SELECT count(*) FROM events WHERE status = 'dead'") == 1
+    assert count(runtime, "SELECT count(*) FROM outbox") == 0

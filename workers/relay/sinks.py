@@ -11,8 +11,10 @@ from redis import Redis
 from rq import Queue
 from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
+from rq.serializers import JSONSerializer
 from rq.utils import as_text
 
+from hooklatch.db import is_postgres
 from hooklatch.runtime import Runtime
 from hooklatch.workers.worker.jobs import process_events, process_replays
 from hooklatch.workers.worker.lease import leases_held
@@ -49,6 +51,9 @@ class Sink(Protocol):
 
 
 JOB_FUNCTION = "hooklatch.workers.worker.jobs.process_batch"
+# A job's arguments are lists of ids: JSON carries them, so no worker ever unpickles what
+# it finds in Redis (RQ's default, pickle, runs code when it loads a job).
+SERIALIZER = JSONSerializer
 # Redis keys: when a sweep first saw a job taken off its queue but not started, or
 # started without its lease. They outlive two sweep intervals (at least an hour), then
 # expire.
@@ -60,7 +65,7 @@ class RQSink:
     def __init__(self, runtime: Runtime, redis: Redis) -> None:
         self.runtime = runtime
         self.redis = redis
-        self.queue = Queue(runtime.settings.queue_name, connection=redis)
+        self.queue = Queue(runtime.settings.queue_name, connection=redis, serializer=SERIALIZER)
         self._lpos: bool | None = None
 
     def push(self, batches: list[Batch]) -> None:
@@ -101,11 +106,12 @@ class RQSink:
         work horse or a timeout) counts against its rows.
         """
         StartedJobRegistry(queue=self.queue).cleanup()
-        jobs = dict(zip(job_ids, Job.fetch_many(job_ids, connection=self.redis), strict=True))
+        fetched = Job.fetch_many(job_ids, connection=self.redis, serializer=SERIALIZER)
+        jobs = dict(zip(job_ids, fetched, strict=True))
         status = {j: job.get_status(refresh=False) if job else None for j, job in jobs.items()}
         queued = self._in_queue([j for j in job_ids if status[j] == JobStatus.QUEUED])
         others = [j for j in job_ids if j not in queued]
-        leased = leases_held(self.runtime.engine, others)
+        leased = self._running(others, status)
         self._forget(leased)
         taken = [j for j in others if j not in leased and status[j] == JobStatus.QUEUED]
         started = [j for j in others if j not in leased and status[j] == JobStatus.STARTED]
@@ -114,6 +120,13 @@ class RQSink:
         killed = {j for j in failed if (job := jobs[j]) is not None and _process_died(job)}
         died = (set(started) - suspects) | killed
         return Verdicts(alive=queued | leased, suspects=suspects, died=died)
+
+    def _running(self, job_ids: list[str], status: dict[str, JobStatus | None]) -> set[str]:
+        """Those whose lease a live process holds. Without PostgreSQL there are no leases,
+        and a started job is taken as running, as RQ says."""
+        if not is_postgres(self.runtime.engine):
+            return {j for j in job_ids if status[j] == JobStatus.STARTED}
+        return leases_held(self.runtime.engine, job_ids)
 
     def _in_queue(self, job_ids: list[str]) -> set[str]:
         if not job_ids:

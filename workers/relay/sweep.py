@@ -105,8 +105,10 @@ class Sweep:
         return verdicts, job_ids
 
     def _give_up(self, session: Session, rows: Sequence[Any]) -> None:
-        """Each of these jobs died without recording anything, too many times."""
+        """Each of these jobs died without recording anything, too many times. An event a
+        worker holds right now keeps its row, and its count, until a later sweep."""
         now = self.runtime.clock()
+        held: set[int] = set()
         error = (
             f"its job was lost {self.settings.max_lost_dispatches} times without recording an "
             "attempt: the process running the handler died (out of memory, a job timeout, "
@@ -126,6 +128,9 @@ class Sweep:
                 .with_for_update(skip_locked=True)
             ).one_or_none()
             if event is None:
+                still = select(Event.status).where(Event.id == row.event_id)
+                if session.scalar(still) == PENDING:
+                    held.add(row.id)
                 continue
             event.attempts += 1
             event.status, event.next_attempt_at, event.last_error = DEAD, None, error
@@ -141,7 +146,8 @@ class Sweep:
                 )
             )
             log.error("event %d is dead: %s", event.id, error)
-        session.execute(delete(OutboxEntry).where(OutboxEntry.id.in_([r.id for r in rows])))
+        gone = [r.id for r in rows if r.id not in held]
+        session.execute(delete(OutboxEntry).where(OutboxEntry.id.in_(gone)))
 
     def _sweep_due(self) -> int:
         """Pending work with no outbox row (retries come due, rows a job let go) gets one."""

@@ -36,9 +36,10 @@ def job_lease(engine: Engine, job_id: str | None) -> Iterator[None]:
 
 
 def leases_held(engine: Engine, job_ids: list[str]) -> set[str]:
-    """Which of these jobs is some live connection running right now."""
+    """Which of these jobs is some live connection running right now (none without
+    PostgreSQL, which alone has the locks)."""
     if not job_ids or not is_postgres(engine):
-        return set(job_ids)
+        return set()
     held = set()
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
         for job_id in job_ids:

@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import logging
+import time
+from types import FrameType
 
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq import Worker
+from rq.exceptions import StopRequested
 from rq.worker import BaseWorker
 
 from hooklatch.runtime import Runtime
+from hooklatch.workers.relay.sinks import SERIALIZER
 from hooklatch.workers.signals import stop_on_signals
 from hooklatch.workers.worker import jobs
 
 log = logging.getLogger(__name__)
 
 MAX_WAIT_SECONDS = 10.0
+# A worker that ran this long before quitting was healthy: its restarts wait from 1 s again.
+HEALTHY_SECONDS = 60.0
+# A Redis host that does not answer at all must not hold a start, or a stop, for minutes.
+CONNECT_TIMEOUT_SECONDS = 5.0
 
 
 def run_worker(
@@ -24,25 +32,63 @@ def run_worker(
 ) -> bool:
     """Work until SIGTERM or SIGINT (or, with ``burst``, until the queue is empty).
 
-    RQ's worker survives Redis going away while it waits for a job, but quits on a Redis
-    error anywhere else: when it is made or starts, or in its periodic maintenance. Such
-    a worker is started again after a pause, as the relay retries its passes, rather
-    than leaving the queue without a consumer until something restarts the process.
+    RQ's worker survives Redis going away while it waits for a job, but not elsewhere:
+    a Redis error while it is made or starts escapes it, and one in its maintenance, or
+    any other error in its loop, makes it log the error and return. Unless a signal
+    asked it to stop, such a worker is started again after a pause, as the relay
+    retries its passes, rather than leaving the queue without a consumer.
     """
     if runtime.settings.redis_url is None:
         raise SystemExit(
             "hooklatch worker needs REDIS_URL (without it, `hooklatch serve` runs handlers)"
         )
     jobs.install(runtime)
-    redis = Redis.from_url(runtime.settings.redis_url)
+    redis = Redis.from_url(
+        runtime.settings.redis_url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS
+    )
+    current: list[BaseWorker] = []
+
+    def hand_on(signum: int, frame: FrameType | None) -> None:
+        # A signal between RQ's start and its own handlers: RQ stops as if it had it.
+        if current:
+            current[0].request_stop(signum, frame)
+
+    # Ours until RQ installs its own handlers, and again whenever RQ's loop has ended.
+    stop = stop_on_signals("worker", then=hand_on)
     failures = 0
-    while True:
+    while not stop.is_set():
+        worker: BaseWorker | None = None
+        started = time.monotonic()
+        error: Exception | None = None
+        worked = False
         try:
-            worker = worker_class([runtime.settings.queue_name], connection=redis)
-            return bool(worker.work(burst=burst, logging_level="INFO", with_scheduler=False))
+            worker = worker_class(
+                [runtime.settings.queue_name], connection=redis, serializer=SERIALIZER
+            )
+            if stop.is_set():
+                break
+            current[:] = [worker]
+            worked = bool(worker.work(burst=burst, logging_level="INFO", with_scheduler=False))
         except (RedisConnectionError, RedisTimeoutError) as exc:
-            failures += 1
-            delay = min(0.5 * 2**failures, MAX_WAIT_SECONDS)
-            log.error("Redis unreachable (%s), the worker starts again in %.1f s", exc, delay)
-            if stop_on_signals("worker").wait(delay):
-                return False
+            error = exc
+        except StopRequested:  # raised by RQ's request_stop, outside RQ's loop
+            break
+        finally:
+            current.clear()
+            stop_on_signals("worker", stop, then=hand_on)
+        if stop.is_set() or _asked_to_stop(worker) or (burst and error is None):
+            return worked
+        failures = 1 if time.monotonic() - started > HEALTHY_SECONDS else failures + 1
+        delay = min(0.5 * 2**failures, MAX_WAIT_SECONDS)
+        if error is not None:
+            log.error("Redis unreachable (%s), the worker starts again in %.1f s", error, delay)
+        else:
+            log.error("RQ's worker quit on its own (see above), starting again in %.1f s", delay)
+        if stop.wait(delay):
+            break
+    return False
+
+
+def _asked_to_stop(worker: BaseWorker | None) -> bool:
+    """Whether RQ's signal handler took a SIGTERM or SIGINT meant for this worker."""
+    return worker is not None and getattr(worker, "_shutdown_requested_date", None) is not None

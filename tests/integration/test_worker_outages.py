@@ -1,0 +1,108 @@
+"""`hooklatch worker` when Redis goes away: it waits and works again, and a SIGTERM still
+stops it at once."""
+
+import signal
+import sys
+from dataclasses import replace
+
+import pytest
+
+from tests.support.database import count
+from tests.support.pipeline import make_endpoint, wait_for
+from tests.support.processes import free_port, hooklatch_cmd, process_env, start_redis
+from tests.support.signing import stripe_event, stripe_headers
+
+SECRET = "whsec_test_secret"
+
+
+def deliver_effect(client, runtime, event_id):
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    body = stripe_event(event_id, event_type="effect.worker")
+    response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
+    assert response.status_code == 200
+
+
+def stops_on_sigterm(worker, timeout=10):
+    worker.popen.send_signal(signal.SIGTERM)
+    try:
+        return worker.popen.wait(timeout=timeout) == 0
+    except Exception:
+        return False
+
+
+@pytest.mark.slow
+def test_a_worker_started_while_redis_is_down_waits_for_it_then_works(
+    procs, proc_settings, runtime, client, tmp_path
+):
+    """RQ's worker quits on a Redis error outside its wait for jobs (at start, in its
+    maintenance): `hooklatch worker` starts it again instead of exiting."""
+    port = free_port()
+    settings = replace(proc_settings, redis_url=f"redis://127.0.0.1:{port}/0")
+    env = process_env(settings)
+    worker = procs("worker", hooklatch_cmd("worker"), env)
+    wait_for(
+        lambda: worker.log().count("Redis unreachable") >= 2,
+        timeout=20,
+        message="the worker saying twice that Redis is unreachable",
+    )
+    assert worker.popen.poll() is None, worker.log()
+    assert "Traceback" not in worker.log()
+
+    start_redis(procs, port, tmp_path)
+    procs("relay", hooklatch_cmd("relay"), env)
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    body = stripe_event("evt_worker_waited", event_type="effect.waited")
+    response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
+    assert response.status_code == 200
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM test_effects") == 1,
+        timeout=30,
+        message=f"the event processed by the worker that waited\n{worker.log()}",
+    )
+
+    worker.popen.send_signal(signal.SIGTERM)
+    assert worker.popen.wait(timeout=15) == 0, worker.log()
+
+
+@pytest.mark.slow
+def test_a_worker_whose_rq_loop_quits_on_a_redis_blip_starts_again(
+    procs, proc_settings, runtime, client, tmp_path
+):
+    """RQ logs a Redis error in its maintenance and returns from its loop, as if asked to
+    stop; without a signal, hooklatch starts a new RQ worker."""
+    env = process_env(proc_settings)
+    worker = procs("worker", [sys.executable, "-m", "tests.support.flaky_worker"], env)
+    wait_for(
+        lambda: "quit on its own" in worker.log(),
+        timeout=20,
+        message="the worker noticing RQ's loop ended",
+    )
+    procs("relay", hooklatch_cmd("relay"), env)
+    deliver_effect(client, runtime, "evt_after_blip")
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM test_effects") == 1,
+        timeout=30,
+        message=f"the event processed after the blip\n{worker.log()}",
+    )
+    assert stops_on_sigterm(worker), worker.log()
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_worker_waiting_for_redis(procs, proc_settings, tmp_path):
+    port = free_port()
+    env = process_env(replace(proc_settings, redis_url=f"redis://127.0.0.1:{port}/0"))
+    worker = procs("worker", hooklatch_cmd("worker"), env)
+    wait_for(lambda: "Redis unreachable" in worker.log(), timeout=20, message="waiting")
+    assert stops_on_sigterm(worker, timeout=5), worker.log()
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_worker_whose_redis_has_just_gone(procs, proc_settings, tmp_path):
+    """RQ takes the signal, and its goodbye to Redis then fails: that is still a stop."""
+    port = free_port()
+    redis = start_redis(procs, port, tmp_path)
+    env = process_env(replace(proc_settings, redis_url=f"redis://127.0.0.1:{port}/0"))
+    worker = procs("worker", hooklatch_cmd("worker"), env)
+    wait_for(lambda: "Listening on" in worker.log(), timeout=20, message="worker listening")
+    redis.kill()
+    assert stops_on_sigterm(worker), worker.log()

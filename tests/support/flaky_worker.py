@@ -1,0 +1,28 @@
+"""`hooklatch worker` whose RQ worker meets a Redis error in its first maintenance, as on
+a Redis blip at that moment: RQ logs it and returns from its loop."""
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from rq import Worker
+
+from hooklatch.runtime import build_runtime
+from hooklatch.settings import Settings
+from hooklatch.workers.worker.main import run_worker
+
+blipped = False
+
+
+class BlippingWorker(Worker):
+    def run_maintenance_tasks(self):
+        global blipped
+        if not blipped:
+            blipped = True
+            raise RedisConnectionError("Connection reset by peer (a blip, from the test)")
+        super().run_maintenance_tasks()
+
+
+def main() -> None:
+    run_worker(build_runtime(Settings.from_env()), worker_class=BlippingWorker)
+
+
+if __name__ == "__main__":
+    main()
