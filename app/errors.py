@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
-from flask import Flask, Response, jsonify
+from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
+
+log = logging.getLogger(__name__)
+# What a caller is told when the server's own set-up (plugins, keys) stops a delivery.
+UNAVAILABLE = "this endpoint cannot take deliveries right now; nothing was stored. Retry later."
 
 
 class HooklatchError(Exception):
     status_code = 500
     reason = "internal_error"
     headers: dict[str, str] = {}
+    # Set where the message is about the server's own set-up: the response says this
+    # instead, and the message goes to the log.
+    public_message: str | None = None
 
     def __init__(self, message: str = "", *, reason: str | None = None) -> None:
         super().__init__(message or self.__class__.__doc__ or self.reason)
@@ -104,6 +112,7 @@ class ProviderUnavailable(HooklatchError):
     status_code = 503
     reason = "provider_unavailable"
     headers = {"Retry-After": "30"}
+    public_message = UNAVAILABLE
 
 
 class SecretUnavailable(HooklatchError):
@@ -112,12 +121,25 @@ class SecretUnavailable(HooklatchError):
     status_code = 503
     reason = "secret_unavailable"
     headers = {"Retry-After": "30"}
+    public_message = UNAVAILABLE
 
 
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(HooklatchError)
     def _render(exc: HooklatchError) -> tuple[Response, int]:
-        response = jsonify(error=exc.reason, message=exc.message)
+        message = exc.message
+        if exc.public_message is not None:
+            log.error(
+                "%s %s answered %d %s: %s",
+                request.method,
+                request.path,
+                exc.status_code,
+                exc.reason,
+                exc.message,
+                extra={"reason": exc.reason},
+            )
+            message = exc.public_message
+        response = jsonify(error=exc.reason, message=message)
         response.headers.update(exc.headers)
         return response, exc.status_code
 

@@ -540,14 +540,14 @@ class Bench:
         from hooklatch.runtime import build_runtime
         from hooklatch.settings import Settings
         from hooklatch.workers.relay.loop import Relay
-        from hooklatch.workers.relay.sinks import RQSink
+        from hooklatch.workers.relay.sinks import SERIALIZER, RQSink
         from hooklatch.workers.relay.sweep import SWEEP_JOBS
 
         plan = self.plan
         n = plan.sweep_jobs
         self.reset()
         redis = Redis.from_url(self.redis_url)
-        queue = Queue(self.queue, connection=redis)
+        queue = Queue(self.queue, connection=redis, serializer=SERIALIZER)
         runtime = build_runtime(Settings.from_env(self.env(HOOKLATCH_DISPATCH_GRACE_SECONDS="0")))
         relay = Relay(runtime, RQSink(runtime, redis))
         empty = [_timed(relay.sweep_once)[1] for _ in range(5)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from hooklatch.cli.context import settings_of
+from hooklatch.settings import Settings
 
 
 @click.group()
@@ -26,3 +27,28 @@ def db_upgrade(ctx: click.Context, revision: str) -> None:
         settings.instance_path.mkdir(parents=True, exist_ok=True)
     command.upgrade(alembic_config(settings.sqlalchemy_url), revision)
     click.echo(f"database at revision {revision}")
+    if revision == "head" and settings.secret_keys:
+        _key_fingerprints(settings)
+
+
+def _key_fingerprints(settings: Settings) -> None:
+    """Secrets stored before fingerprints were keyed hold a bare SHA-256 prefix, which a
+    migration cannot replace: it has no key. The release step has, so it does it here."""
+    from hooklatch.crypto import SecretBox
+    from hooklatch.db import make_engine, make_session_factory
+    from hooklatch.endpoints.service import refresh_fingerprints
+
+    engine = make_engine(settings.sqlalchemy_url)
+    try:
+        with make_session_factory(engine).begin() as session:
+            changed, unreadable = refresh_fingerprints(session, SecretBox(settings.secret_keys))
+    finally:
+        engine.dispose()
+    if changed:
+        click.echo(f"{changed} secret fingerprints keyed to the first key")
+    if unreadable:
+        click.echo(
+            f"{unreadable} secrets cannot be decrypted with HOOKLATCH_SECRET_KEYS: "
+            "their fingerprints are unchanged",
+            err=True,
+        )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 from sqlalchemy import select
 
 from hooklatch.cli.context import friendly, runtime_of
 from hooklatch.cli.output import echo_json, emit
+from hooklatch.cli.secret_input import FILE_HELP, VALUE_HELP, prompt_secret, read_secrets
 from hooklatch.endpoints.models import Endpoint
 
 if TYPE_CHECKING:
@@ -45,13 +46,15 @@ def _endpoint_json(
 @endpoints.command("add")
 @click.argument("provider")
 @click.option("--name", required=True, help="A unique name for the endpoint.")
-@click.option("--secret", "secrets", multiple=True, help="Signing secret; repeat for several.")
+@click.option("--secret", "values", multiple=True, help=VALUE_HELP + " Repeat for several.")
+@click.option("--secret-file", "files", multiple=True, type=click.File(), help=FILE_HELP)
 @click.option(
     "--option",
     "options",
     multiple=True,
     metavar="KEY=VALUE",
-    help="A provider option (see docs/plugins.md); repeat for several.",
+    help="A provider option (see docs/plugins.md); repeat for several. A secret option "
+    "left out (Meta's verify_token) is asked for at a hidden prompt.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (id, url, secrets).")
 @click.pass_context
@@ -60,7 +63,8 @@ def endpoints_add(
     ctx: click.Context,
     provider: str,
     name: str,
-    secrets: tuple[str, ...],
+    values: tuple[str, ...],
+    files: tuple[TextIO, ...],
     options: tuple[str, ...],
     as_json: bool,
 ) -> None:
@@ -69,14 +73,18 @@ def endpoints_add(
 
     runtime = runtime_of(ctx)
     plugin = runtime.provider(provider)
+    secrets = read_secrets(values, files)
+    given = _key_values(options)
+    for key in sorted(plugin.secret_options - given.keys()):
+        given[key] = prompt_secret(f"{provider} {key} (input hidden)")
     with runtime.session_factory.begin() as session:
         endpoint, plain = create_endpoint(
             session,
             provider=plugin,
             name=name,
-            secrets=list(secrets),
+            secrets=secrets,
             box=runtime.box,
-            options=_key_values(options),
+            options=given,
         )
         generated = not secrets
         data = _endpoint_json(runtime, endpoint, plain if generated and plain else None)
@@ -90,7 +98,7 @@ def endpoints_add(
     elif not plain:
         click.echo(
             f"no secret yet: deliveries are refused until you add the one {provider} shows "
-            f"for this URL:\n    hooklatch endpoints secrets add {data['id']} --secret ..."
+            f"for this URL:\n    hooklatch endpoints secrets add {data['id']}"
         )
 
 
@@ -129,8 +137,10 @@ def _endpoint_line(row: dict[str, Any]) -> str:
 @click.pass_context
 @friendly
 def endpoints_show(ctx: click.Context, endpoint: str, reveal: bool) -> None:
-    """The endpoint, its secrets' fingerprints, and its refused deliveries by reason."""
+    """The endpoint, its secrets' fingerprints, its refused deliveries by reason, and how
+    many of its events repeat an earlier event's body."""
     from hooklatch.endpoints.service import get_endpoint, refusal_counts
+    from hooklatch.events.serialize import repeated_bodies
 
     runtime = runtime_of(ctx)
     with runtime.session_factory() as session:
@@ -138,6 +148,7 @@ def endpoints_show(ctx: click.Context, endpoint: str, reveal: bool) -> None:
         secrets = [runtime.box.decrypt(s.ciphertext) for s in row.secrets] if reveal else None
         data = _endpoint_json(runtime, row, secrets)
         data["refused"] = refusal_counts(session, row.id)
+        data["repeated_bodies"] = repeated_bodies(session, row.id)
         echo_json(data)
 
 
@@ -176,24 +187,35 @@ def endpoint_secrets() -> None:
 
 @endpoint_secrets.command("add")
 @click.argument("endpoint")
-@click.option("--secret", help="The new secret; omitted, one is generated where allowed.")
+@click.option("--secret", "value", help=VALUE_HELP)
+@click.option("--secret-file", "file", type=click.File(), help=FILE_HELP)
 @click.pass_context
 @friendly
-def secrets_add(ctx: click.Context, endpoint: str, secret: str | None) -> None:
-    """Add a secret to ENDPOINT; both verify until the old one is removed."""
+def secrets_add(ctx: click.Context, endpoint: str, value: str | None, file: TextIO | None) -> None:
+    """Add a secret to ENDPOINT; both verify until the old one is removed. Given neither
+    --secret nor --secret-file, one is generated where the receiver chooses it (GitHub),
+    and asked for at a hidden prompt where the provider does."""
     from hooklatch.endpoints.service import add_secret, generate_secret, get_endpoint
-    from hooklatch.errors import BadRequest
 
+    if value is not None and file is not None:
+        raise click.UsageError("give --secret or --secret-file, not both")
+    given = read_secrets([value] if value is not None else [], [file] if file else [])
     runtime = runtime_of(ctx)
+    with runtime.session_factory() as session:
+        provider = get_endpoint(session, endpoint).provider
+    generated = not given and runtime.provider(provider).generates_secret
+    if given:
+        [secret] = given
+    elif generated:
+        secret = generate_secret()
+    else:  # asked before the transaction begins, so that none waits on a person
+        secret = prompt_secret(f"secret {provider} shows for {endpoint} (input hidden)")
     with runtime.session_factory.begin() as session:
         row = get_endpoint(session, endpoint)
-        if secret is None:
-            if not runtime.provider(row.provider).generates_secret:
-                raise BadRequest(f"{row.provider} chooses the secret: pass --secret")
-            secret = generate_secret()
-            click.echo(f"generated secret (shown once): {secret}")
         added = add_secret(session, row, secret, box=runtime.box)
-        click.echo(f"secret {added.id} ({added.fingerprint}) added to {row.id}")
+    if generated:
+        click.echo(f"generated secret (shown once): {secret}")
+    click.echo(f"secret {added.id} ({added.fingerprint}) added to {row.id}")
 
 
 @endpoint_secrets.command("remove")

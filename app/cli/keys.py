@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import click
-from sqlalchemy import select
 
-from hooklatch.cli.context import runtime_of
+from hooklatch.cli.context import friendly, runtime_of
 
 
 @click.group()
@@ -23,13 +22,13 @@ def keys_generate() -> None:
 
 @keys.command("rotate")
 @click.pass_context
+@friendly
 def keys_rotate(ctx: click.Context) -> None:
-    """Re-encrypt every stored secret with the first key; then older keys can be dropped."""
-    from hooklatch.endpoints.models import EndpointSecret
+    """Re-encrypt every stored secret and secret option with the first key, and key the
+    secrets' fingerprints to it; then older keys can be dropped."""
+    from hooklatch.endpoints.service import rotate_keys
 
     runtime = runtime_of(ctx)
     with runtime.session_factory.begin() as session:
-        rows = session.scalars(select(EndpointSecret)).all()
-        for row in rows:
-            row.ciphertext = runtime.box.rotate(row.ciphertext)
-    click.echo(f"re-encrypted {len(rows)} secrets with the first key")
+        rotated = rotate_keys(session, runtime.box)
+    click.echo(f"re-encrypted {rotated} values with the first key; fingerprints recomputed")

@@ -41,7 +41,9 @@ class EndpointSecret(Base):
         ForeignKey("endpoints.id", ondelete="CASCADE"), index=True
     )
     ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
-    # First hex digits of sha256(secret): lets a person tell secrets apart, reveals nothing.
+    # 12 hex digits of an HMAC of the secret under a key derived from the first
+    # HOOKLATCH_SECRET_KEYS key (SecretBox.fingerprint): tells secrets apart, and a dump
+    # of the table alone cannot be used to guess them.
     fingerprint: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import secrets as random_tokens
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -10,7 +9,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, select
+from sqlalchemy import Connection, Select, bindparam, case, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -75,10 +74,6 @@ def shown_options(options: Mapping[str, str] | None) -> dict[str, str]:
     }
 
 
-def fingerprint(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()[:12]
-
-
 def generate_secret() -> str:
     return random_tokens.token_urlsafe(32)
 
@@ -128,10 +123,52 @@ def add_secret(
 ) -> EndpointSecret:
     if not secret:
         raise BadRequest("a secret cannot be empty", reason="empty_secret")
-    row = EndpointSecret(ciphertext=box.encrypt(secret), fingerprint=fingerprint(secret))
+    row = EndpointSecret(ciphertext=box.encrypt(secret), fingerprint=box.fingerprint(secret))
     endpoint.secrets.append(row)
     session.flush()
     return row
+
+
+def rotate_keys(session: Session, box: SecretBox) -> int:
+    """Re-encrypt every stored secret and encrypted option with the first key, and key
+    the secrets' fingerprints to it; returns how many values were re-encrypted. A value
+    no key decrypts raises ValueError, and the caller's transaction changes nothing."""
+    rotated = 0
+    for row in session.scalars(select(EndpointSecret)):
+        row.ciphertext = box.rotate(row.ciphertext)
+        row.fingerprint = box.fingerprint(box.decrypt(row.ciphertext))
+        rotated += 1
+    for endpoint in session.scalars(select(Endpoint)):
+        encrypted = {k: v for k, v in (endpoint.options or {}).items() if v.startswith(ENCRYPTED)}
+        if encrypted:
+            endpoint.options = {
+                **(endpoint.options or {}),
+                **{
+                    key: ENCRYPTED + box.rotate(value[len(ENCRYPTED) :].encode()).decode()
+                    for key, value in encrypted.items()
+                },
+            }
+            rotated += len(encrypted)
+    session.flush()
+    return rotated
+
+
+def refresh_fingerprints(session: Session, box: SecretBox) -> tuple[int, int]:
+    """Key every secret's fingerprint to the first key (rows stored before fingerprints
+    were keyed hold a bare SHA-256 prefix). Returns how many changed and how many could
+    not be decrypted, which keep theirs."""
+    changed = unreadable = 0
+    for row in session.scalars(select(EndpointSecret)):
+        try:
+            keyed = box.fingerprint(box.decrypt(row.ciphertext))
+        except ValueError:
+            unreadable += 1
+            continue
+        if row.fingerprint != keyed:
+            row.fingerprint = keyed
+            changed += 1
+    session.flush()
+    return changed, unreadable
 
 
 def remove_secret(session: Session, endpoint: Endpoint, secret_ref: str) -> EndpointSecret:
@@ -196,17 +233,40 @@ def endpoint_url(public_url: str, endpoint: Endpoint) -> str:
     return f"{public_url.rstrip('/')}/hooks/{endpoint.id}"
 
 
-def record_refusal(connection: Connection, endpoint_id: str, reason: str, *, now: datetime) -> None:
-    """Count one refused delivery (one statement: an upsert)."""
+def record_refusal(
+    connection: Connection,
+    endpoint_id: str,
+    reason: str,
+    *,
+    now: datetime,
+    count: int = 1,
+    first_at: datetime | None = None,
+) -> None:
+    """Count ``count`` refused deliveries, the first at ``first_at`` (default ``now``) and
+    the last at ``now``: one statement, an upsert. Web processes write their counts in
+    batches, in any order, so the times only ever widen."""
     dialect = connection.dialect.name
     module: Any = postgresql if dialect == "postgresql" else sqlite
     statement = module.insert(Refusal).values(
-        endpoint_id=endpoint_id, reason=reason, count=1, first_at=now, last_at=now
+        endpoint_id=endpoint_id,
+        reason=reason,
+        count=count,
+        first_at=first_at or now,
+        last_at=now,
     )
+    new = statement.excluded
     connection.execute(
         statement.on_conflict_do_update(
             index_elements=["endpoint_id", "reason"],
-            set_={"count": Refusal.count + 1, "last_at": statement.excluded.last_at},
+            set_={
+                "count": Refusal.count + new.count,
+                "first_at": case(
+                    (new.first_at < Refusal.first_at, new.first_at), else_=Refusal.first_at
+                ),
+                "last_at": case(
+                    (new.last_at > Refusal.last_at, new.last_at), else_=Refusal.last_at
+                ),
+            },
         )
     )
 

@@ -9,6 +9,7 @@ from redis import Redis
 from rq import Queue
 from sqlalchemy import text
 
+from hooklatch.workers.relay.sinks import SERIALIZER
 from tests.support.database import count
 from tests.support.pipeline import make_endpoint, wait_drained, wait_for
 from tests.support.processes import hooklatch_cmd, process_env, start_gunicorn
@@ -64,7 +65,7 @@ def test_one_event_delivered_50_times_concurrently_is_stored_and_handled_once(
             message="event processed",
         )
         redis = Redis.from_url(proc_settings.redis_url)
-        queue = Queue(proc_settings.queue_name, connection=redis)
+        queue = Queue(proc_settings.queue_name, connection=redis, serializer=SERIALIZER)
         # Let every queued or running job finish before counting effects.
         wait_drained(runtime, queue)
     except AssertionError as exc:

@@ -9,6 +9,7 @@ import pytest
 from redis import Redis
 from rq import Queue
 
+from hooklatch.workers.relay.sinks import SERIALIZER
 from tests.support.database import count, load_event
 from tests.support.effects import effect_rows
 from tests.support.pipeline import deliver, make_endpoint, wait_for
@@ -69,7 +70,8 @@ def test_relay_killed_after_pushing_to_redis_before_commit_still_runs_the_handle
     crashed = procs("crashing-relay", [sys.executable, "-m", "tests.support.crashing_relay"], env)
     assert crashed.popen.wait(timeout=30) == -signal.SIGKILL, crashed.log()
     # The job reached Redis, but the transaction that would remove the outbox row died.
-    queue = Queue(proc_settings.queue_name, connection=Redis.from_url(proc_settings.redis_url))
+    redis = Redis.from_url(proc_settings.redis_url)
+    queue = Queue(proc_settings.queue_name, connection=redis, serializer=SERIALIZER)
     assert queue.count == 1
     assert count(runtime, "SELECT count(*) FROM outbox") == 1
 

@@ -19,6 +19,7 @@ from redis import Redis
 from rq import Queue
 from rq.job import Job, JobStatus
 
+from hooklatch.workers.relay.sinks import SERIALIZER
 from tests.support.database import count
 from tests.support.effects import effects
 from tests.support.pipeline import deliver, make_endpoint, wait_for
@@ -130,7 +131,7 @@ def test_jobs_moved_to_the_intermediate_list_as_a_dying_worker_leaves_them_run_o
     wait_for(lambda: handed_out(runtime), timeout=20, message="outbox rows handed to jobs")
 
     redis = Redis.from_url(proc_settings.redis_url)
-    queue = Queue(proc_settings.queue_name, connection=redis)
+    queue = Queue(proc_settings.queue_name, connection=redis, serializer=SERIALIZER)
     while redis.lmove(queue.key, queue.intermediate_queue_key) is not None:
         pass
     faulted = time.monotonic()
@@ -163,7 +164,8 @@ def test_a_worker_killed_between_dequeue_and_lease_strands_nothing(
 
     assert dying.popen.wait(timeout=30) == -signal.SIGKILL, dying.log()
     faulted = time.monotonic()
-    queue = Queue(proc_settings.queue_name, connection=Redis.from_url(proc_settings.redis_url))
+    redis = Redis.from_url(proc_settings.redis_url)
+    queue = Queue(proc_settings.queue_name, connection=redis, serializer=SERIALIZER)
     [taken] = queue.intermediate_queue.get_job_ids() or queue.started_job_registry.get_job_ids()
     expected = JobStatus.STARTED if point == "after_started" else JobStatus.QUEUED
     assert Job.fetch(taken, connection=queue.connection).get_status() == expected
@@ -196,7 +198,8 @@ def test_redis_restarted_while_a_job_sits_in_the_intermediate_list_strands_nothi
     wait_for(lambda: handed_out(runtime), timeout=20, message="outbox rows handed to jobs")
 
     redis = Redis(host="127.0.0.1", port=port)
-    queue_key = Queue(proc_settings.queue_name, connection=redis).intermediate_queue_key
+    queue = Queue(proc_settings.queue_name, connection=redis, serializer=SERIALIZER)
+    queue_key = queue.intermediate_queue_key
     stuck = [job_id.decode() for job_id in cast(list[bytes], redis.lrange(queue_key, 0, -1))]
     assert len(stuck) == 1
     assert held_by(runtime, stuck) > 0  # the rows still point at the job the worker took

@@ -14,7 +14,7 @@ from rq.registry import StartedJobRegistry
 from hooklatch.endpoints.service import create_endpoint
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.loop import Relay
-from hooklatch.workers.relay.sinks import RQSink
+from hooklatch.workers.relay.sinks import SERIALIZER, RQSink
 from hooklatch.workers.worker import jobs
 from tests.support.database import count
 from tests.support.signing import stripe_event, stripe_headers
@@ -100,7 +100,7 @@ def drain(
     assert runtime.settings.redis_url is not None
     redis = Redis.from_url(runtime.settings.redis_url)
     relay = Relay(runtime, RQSink(runtime, redis))
-    worker = SimpleWorker([runtime.settings.queue_name], connection=redis)
+    worker = SimpleWorker([runtime.settings.queue_name], connection=redis, serializer=SERIALIZER)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         relay.relay_once()

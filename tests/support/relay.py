@@ -8,7 +8,7 @@ from rq import Queue
 
 from hooklatch.db import utcnow
 from hooklatch.workers.relay.loop import Relay
-from hooklatch.workers.relay.sinks import RQSink
+from hooklatch.workers.relay.sinks import SERIALIZER, RQSink
 from tests.support.pipeline import make_endpoint
 from tests.support.signing import stripe_event, stripe_headers
 
@@ -28,7 +28,7 @@ def ingest(client, runtime, n):
 def relay_for(runtime):
     redis = Redis.from_url(runtime.settings.redis_url)
     return Relay(runtime, RQSink(runtime, redis)), Queue(
-        runtime.settings.queue_name, connection=redis
+        runtime.settings.queue_name, connection=redis, serializer=SERIALIZER
     )
 
 

@@ -1,0 +1,40 @@
+"""Secrets given to a command: from a file, from stdin or at a hidden prompt, which keep
+them out of `ps` and shell history. `--secret VALUE` still works, for scripts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TextIO
+
+import click
+
+STDIN = "-"
+VALUE_HELP = (
+    "Signing secret, or - to read it from stdin. A value given here shows in `ps` and "
+    "shell history: prefer - or --secret-file."
+)
+FILE_HELP = "Read the signing secret from this file (- for stdin)."
+
+
+def read_secrets(values: Sequence[str], files: Sequence[TextIO]) -> list[str]:
+    """The secrets given with --secret (``-``: read stdin) and --secret-file, in that
+    order; a trailing line break is not part of a secret."""
+    from_stdin = values.count(STDIN) + sum(1 for f in files if f.name == "<stdin>")
+    if from_stdin > 1:
+        raise click.UsageError("stdin holds one secret: give the others with --secret-file")
+    secrets = [_read_stdin() if value == STDIN else value for value in values]
+    return secrets + [_stripped(f.read()) for f in files]
+
+
+def prompt_secret(label: str) -> str:
+    """Ask for a secret at a prompt that does not echo it."""
+    return _stripped(click.prompt(label, hide_input=True))
+
+
+def _read_stdin() -> str:
+    with click.open_file(STDIN) as stream:
+        return _stripped(stream.read())
+
+
+def _stripped(text: str) -> str:
+    return text.rstrip("\r\n")
