@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from hooklatch.events.models import Attempt, Event, Replay
@@ -29,6 +29,7 @@ def describe_event(event: Event) -> dict[str, Any]:
         "last_error": event.last_error,
         "body_sha256": event.body_sha256,
         "mismatched_duplicates": event.mismatched_duplicates,
+        "repeats_event_id": event.repeats_event_id,
     }
 
 
@@ -39,8 +40,19 @@ def event_history(session: Session, event: Event) -> dict[str, Any]:
     replays = session.scalars(
         select(Replay).where(Replay.event_id == event.id).order_by(Replay.id)
     ).all()
+    repeated_by = session.scalars(
+        select(Event.id)
+        .where(
+            Event.endpoint_id == event.endpoint_id,
+            Event.body_sha256 == event.body_sha256,
+            Event.repeats_event_id == event.id,
+        )
+        .order_by(Event.id)
+    ).all()
     return {
         **describe_event(event),
+        # Later events stored with this event's body under another id or type.
+        "repeated_by": list(repeated_by),
         "attempts_log": [
             {
                 "number": a.number,
@@ -68,6 +80,18 @@ def describe_replay(replay: Replay) -> dict[str, Any]:
         "finished_at": _iso(replay.finished_at),
         "error": replay.error,
     }
+
+
+def repeated_bodies(session: Session, endpoint_id: str) -> int:
+    """How many of an endpoint's events repeat the body of an earlier one."""
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(Event)
+            .where(Event.endpoint_id == endpoint_id, Event.repeats_event_id.is_not(None))
+        )
+        or 0
+    )
 
 
 def list_events(session: Session, *, status: str | None = None, limit: int = 50) -> Sequence[Event]:

@@ -18,23 +18,31 @@ WITH guard AS (
 ),
 created AS (
     INSERT INTO events (endpoint_id, provider, external_id, type, occurred_at, received_at,
-        status, attempts, next_attempt_at, body, headers, body_sha256, mismatched_duplicates)
+        status, attempts, next_attempt_at, body, headers, body_sha256, mismatched_duplicates,
+        repeats_event_id)
     SELECT %(endpoint_id)s, %(provider)s, %(external_id)s, %(type)s,
         %(occurred_at)s::timestamptz, %(received_at)s::timestamptz, 'pending', 0,
-        %(received_at)s::timestamptz, %(body)s, %(headers)s::json, %(body_sha256)s, 0
+        %(received_at)s::timestamptz, %(body)s, %(headers)s::json, %(body_sha256)s, 0,
+        CASE WHEN %(compare_body)s THEN (
+            SELECT min(r.id) FROM events AS r
+            WHERE r.endpoint_id = %(endpoint_id)s AND r.body_sha256 = %(body_sha256)s
+        ) END
     FROM guard
     ON CONFLICT (endpoint_id, external_id) DO NOTHING
-    RETURNING id
+    RETURNING id, repeats_event_id
 ),
 queued AS (
     INSERT INTO outbox (event_id, created_at) SELECT id, %(received_at)s::timestamptz FROM created
 )
-SELECT (SELECT id FROM created), EXISTS (SELECT 1 FROM guard), e.id, e.status, e.body_sha256
+SELECT (SELECT id FROM created), (SELECT repeats_event_id FROM created),
+    EXISTS (SELECT 1 FROM guard), e.id, e.status, e.body_sha256, e.received_at
 FROM (SELECT 1) AS one
 LEFT JOIN events AS e ON e.endpoint_id = %(endpoint_id)s AND e.external_id = %(external_id)s
 """
 # The join finds the stored event when this one is a duplicate: the statement's snapshot
-# never sees the row its own insert created, so a new event leaves it empty.
+# never sees the row its own insert created, so a new event leaves it empty. The lookup of
+# an earlier event with the same body is one probe of the hash index ix_events_body_sha256;
+# any row it finds has another external id, or this insert would be a conflict.
 
 
 _STORE_PARAMETERS = (
@@ -48,6 +56,7 @@ _STORE_PARAMETERS = (
     ("body", "bytea"),
     ("headers", "text"),
     ("body_sha256", "text"),
+    ("compare_body", "boolean"),
 )
 # Planning that statement costs PostgreSQL as much as running it, so each ingest
 # connection prepares it once (prepare_ingest_statements) and then only executes it.

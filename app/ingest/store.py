@@ -12,18 +12,19 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Insert, bindparam, insert, select, update
+from sqlalchemy import Connection, Insert, bindparam, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from hooklatch.db import UTCDateTime
 from hooklatch.endpoints.service import ActiveEndpoint
 from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
 from hooklatch.ingest.statements import EXECUTE_STORE, POSTGRES_STORE, PREPARED_KEY
-from hooklatch.providers.base import IncomingEvent
+from hooklatch.providers.base import IncomingEvent, Provider
 
 log = logging.getLogger(__name__)
 
-# Credentials of the hop in front of us are not the provider's and are not stored.
+# Credentials of the hop in front of us are not the provider's and are not stored; nor
+# are those the provider declares (Provider.credential_headers_for).
 UNSTORED_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 
 ACCEPTED = "accepted"
@@ -68,6 +69,7 @@ EVENT_COLUMNS = (
     "headers",
     "body_sha256",
     "mismatched_duplicates",
+    "repeats_event_id",
 )
 
 
@@ -85,10 +87,26 @@ class EndpointChanged(Exception):
     """The endpoint was disabled or its secrets changed since it was read."""
 
 
+@dataclass(frozen=True)
+class Delivered:
+    """What one request brings to each of its events."""
+
+    endpoint: ActiveEndpoint
+    provider: Provider
+    headers: dict[str, str]  # as stored: no credentials
+    body: bytes
+    digest: str
+    # A request with several events gives them all its body: only a lone event is
+    # compared with the bodies already stored.
+    compare_body: bool
+    now: datetime
+
+
 def record_events(
     connection: Connection,
     *,
     endpoint: ActiveEndpoint,
+    provider: Provider,
     incoming: Sequence[IncomingEvent],
     headers: Mapping[str, str],
     body: bytes,
@@ -97,47 +115,57 @@ def record_events(
     """Store each event once; each new one gets its outbox row atomically with it.
 
     On PostgreSQL each event is one statement, which raises EndpointChanged (storing
-    nothing) when the endpoint is no longer as ``endpoint`` describes it. Elsewhere two
+    nothing) when the endpoint is no longer as ``endpoint`` describes it. Elsewhere a few
     statements, in the caller's transaction.
     """
-    digest = hashlib.sha256(body).hexdigest()
-    stored_headers = {k: v for k, v in headers.items() if k not in UNSTORED_HEADERS}
-    postgres = connection.dialect.name == "postgresql"
-    results = []
-    for item in {item.external_id: item for item in incoming}.values():
-        if postgres:
-            new_id, fresh, stored_id, stored_status, stored_digest = connection.exec_driver_sql(
-                EXECUTE_STORE if connection.info.get(PREPARED_KEY) else POSTGRES_STORE,
-                {
-                    "endpoint_id": endpoint.id,
-                    "secret_ids": endpoint.secret_ids,
-                    "provider": endpoint.provider,
-                    "external_id": item.external_id,
-                    "type": item.type,
-                    "occurred_at": _utc(item.occurred_at),
-                    "received_at": now,
-                    "body": body,
-                    "headers": json.dumps(stored_headers),
-                    "body_sha256": digest,
-                },
-            ).one()
-            if not fresh:
-                raise EndpointChanged(endpoint.id)
-            if new_id is None and stored_id is not None:
-                results.append(
-                    _duplicate_of(
-                        connection, stored_id, stored_status, stored_digest, item, digest, now=now
-                    )
-                )
-                continue
-        else:
-            new_id = _store_elsewhere(connection, endpoint, item, body, stored_headers, now)
-        if new_id is None:
-            # Stored by another request since this statement's snapshot: look it up.
-            results.append(_duplicate(connection, endpoint.id, item, digest, now=now))
-        else:
-            results.append(Recorded(new_id, item.external_id, ACCEPTED))
-    return results
+    unique = {item.external_id: item for item in incoming}
+    delivered = Delivered(
+        endpoint=endpoint,
+        provider=provider,
+        headers=stored_headers(headers, provider.credential_headers_for(endpoint.options)),
+        body=body,
+        digest=hashlib.sha256(body).hexdigest(),
+        compare_body=len(unique) == 1,
+        now=now,
+    )
+    if connection.dialect.name == "postgresql":
+        return [_store_on_postgres(connection, delivered, item) for item in unique.values()]
+    return [_store_elsewhere(connection, delivered, item) for item in unique.values()]
+
+
+def stored_headers(headers: Mapping[str, str], credentials: frozenset[str]) -> dict[str, str]:
+    """The headers kept with an event: neither the hop's credentials nor the provider's."""
+    return {k: v for k, v in headers.items() if k not in UNSTORED_HEADERS and k not in credentials}
+
+
+def _store_on_postgres(
+    connection: Connection, delivered: Delivered, item: IncomingEvent
+) -> Recorded:
+    endpoint = delivered.endpoint
+    new_id, repeats, fresh, stored_id, status, digest, first_received = connection.exec_driver_sql(
+        EXECUTE_STORE if connection.info.get(PREPARED_KEY) else POSTGRES_STORE,
+        {
+            "endpoint_id": endpoint.id,
+            "secret_ids": endpoint.secret_ids,
+            "provider": endpoint.provider,
+            "external_id": item.external_id,
+            "type": item.type,
+            "occurred_at": _utc(item.occurred_at),
+            "received_at": delivered.now,
+            "body": delivered.body,
+            "headers": json.dumps(delivered.headers),
+            "body_sha256": delivered.digest,
+            "compare_body": delivered.compare_body,
+        },
+    ).one()
+    if not fresh:
+        raise EndpointChanged(endpoint.id)
+    if new_id is not None:
+        return _accepted(new_id, item, repeats)
+    if stored_id is None:
+        # Stored by another request since this statement's snapshot: look it up.
+        return _duplicate(connection, delivered, item)
+    return _duplicate_of(connection, delivered, item, stored_id, status, digest, first_received)
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -147,14 +175,15 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
-def _store_elsewhere(
-    connection: Connection,
-    endpoint: ActiveEndpoint,
-    item: IncomingEvent,
-    body: bytes,
-    headers: dict[str, str],
-    now: datetime,
-) -> int | None:
+def _store_elsewhere(connection: Connection, delivered: Delivered, item: IncomingEvent) -> Recorded:
+    endpoint, now = delivered.endpoint, delivered.now
+    repeats = None
+    if delivered.compare_body:
+        repeats = connection.execute(
+            select(func.min(Event.id)).where(
+                Event.endpoint_id == endpoint.id, Event.body_sha256 == delivered.digest
+            )
+        ).scalar_one()
     new_id: int | None = connection.execute(
         _store_statement(connection.dialect.name),
         {
@@ -167,15 +196,31 @@ def _store_elsewhere(
             "status": PENDING,
             "attempts": 0,
             "next_attempt_at": now,
-            "body": body,
-            "headers": headers,
-            "body_sha256": hashlib.sha256(body).hexdigest(),
+            "body": delivered.body,
+            "headers": delivered.headers,
+            "body_sha256": delivered.digest,
             "mismatched_duplicates": 0,
+            "repeats_event_id": repeats,
         },
     ).scalar_one_or_none()
-    if new_id is not None:
-        connection.execute(insert(OutboxEntry).values(event_id=new_id, created_at=now))
-    return new_id
+    if new_id is None:
+        return _duplicate(connection, delivered, item)
+    connection.execute(insert(OutboxEntry).values(event_id=new_id, created_at=now))
+    return _accepted(new_id, item, repeats)
+
+
+def _accepted(new_id: int, item: IncomingEvent, repeats: int | None) -> Recorded:
+    if repeats is not None:
+        log.warning(
+            "event %d (%s, %s) repeats the body of event %d under another id or type: a "
+            "replay of a signed body, or a sender that sends one body under several types",
+            new_id,
+            item.external_id,
+            item.type,
+            repeats,
+            extra={"external_id": item.external_id},
+        )
+    return Recorded(new_id, item.external_id, ACCEPTED)
 
 
 def _queue_from(created: Any) -> Any:
@@ -186,30 +231,25 @@ def _queue_from(created: Any) -> Any:
     )
 
 
-def _duplicate(
-    connection: Connection, endpoint_id: str, item: IncomingEvent, digest: str, *, now: datetime
-) -> Recorded:
+def _duplicate(connection: Connection, delivered: Delivered, item: IncomingEvent) -> Recorded:
     existing = connection.execute(
-        select(Event.id, Event.status, Event.body_sha256).where(
-            Event.endpoint_id == endpoint_id, Event.external_id == item.external_id
+        select(Event.id, Event.status, Event.body_sha256, Event.received_at).where(
+            Event.endpoint_id == delivered.endpoint.id, Event.external_id == item.external_id
         )
     ).one()
-    return _duplicate_of(
-        connection, existing.id, existing.status, existing.body_sha256, item, digest, now=now
-    )
+    return _duplicate_of(connection, delivered, item, *existing)
 
 
 def _duplicate_of(
     connection: Connection,
+    delivered: Delivered,
+    item: IncomingEvent,
     event_id: int,
     status: str,
     stored_digest: str,
-    item: IncomingEvent,
-    digest: str,
-    *,
-    now: datetime,
+    first_received: datetime,
 ) -> Recorded:
-    if stored_digest != digest:
+    if stored_digest != delivered.digest:
         log.warning(
             "event id reused with a different body",
             extra={"event_db_id": event_id, "external_id": item.external_id},
@@ -219,7 +259,21 @@ def _duplicate_of(
             .where(Event.id == event_id)
             .values(mismatched_duplicates=Event.mismatched_duplicates + 1)
         )
-    rearmed = status == DEAD and rearm(connection, event_id, now=now)
+    rearmed = False
+    if status == DEAD:
+        window = delivered.provider.retry_window
+        if delivered.now - first_received <= window:  # the sender may still be retrying
+            rearmed = rearm(connection, event_id, now=delivered.now)
+        else:
+            log.warning(
+                "dead event %d not re-armed: first received %s, so this copy comes after "
+                "the provider's retry window of %s (a replay?); `hooklatch events replay` "
+                "runs it again",
+                event_id,
+                first_received.isoformat(),
+                window,
+                extra={"external_id": item.external_id},
+            )
     return Recorded(event_id, item.external_id, DUPLICATE, rearmed=rearmed)
 
 

@@ -17,11 +17,15 @@ from hooklatch.providers.base import (
     hmac_base64,
     hmac_hex,
     hmac_sha256,
+    json_digest,
     json_object,
+    load_json,
     occurred_at,
     require_header,
     require_secrets,
     timestamped_signatures,
+    unix_time,
+    unix_timestamp,
 )
 
 __all__ = [
@@ -37,9 +41,13 @@ __all__ = [
     "hmac_base64",
     "hmac_hex",
     "hmac_sha256",
+    "json_digest",
     "json_object",
+    "load_json",
     "occurred_at",
     "require_header",
     "require_secrets",
     "timestamped_signatures",
+    "unix_time",
+    "unix_timestamp",
 ]

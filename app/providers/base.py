@@ -14,6 +14,8 @@ A provider is a class registered under the entry-point group
 - ``challenge(delivery, *, secrets)``: an answer to an unsigned GET handshake
   (Meta's ``hub.challenge``), or None (the GET is refused).
 - ``sign(delivery, *, secret, now)``: headers that make a valid test delivery.
+- ``credential_headers_for(options)``: the headers that carry a credential (a token sent
+  as it is), which are never stored with an event.
 
 A ``Delivery`` carries the method, the public URL the provider called, headers
 with lower-case names, the raw body bytes, and the endpoint's options.
@@ -27,11 +29,24 @@ import hmac
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 from hooklatch.errors import MalformedRequest, VerificationError
+
+# Reading what a sender wrote (timestamps, times, JSON): importable from here, as plugins
+# always have for json_object and occurred_at.
+from hooklatch.providers.parsing import NOT_JSON as NOT_JSON
+from hooklatch.providers.parsing import json_digest as json_digest
+from hooklatch.providers.parsing import json_object as json_object
+from hooklatch.providers.parsing import load_json as load_json
+from hooklatch.providers.parsing import occurred_at as occurred_at
+from hooklatch.providers.parsing import unix_time as unix_time
+from hooklatch.providers.parsing import unix_timestamp as unix_timestamp
+
+MAX_KEY_LENGTH = 255  # events.external_id and events.type
+FAR_OFF = 2**53
 
 
 @dataclass(frozen=True)
@@ -56,9 +71,34 @@ class Delivery:
 
 @dataclass(frozen=True)
 class IncomingEvent:
+    """One event of a delivery. Its id and type must be storable as they are, or the
+    delivery is malformed_body: the database would refuse them (a 500, or a 503 the
+    provider would retry for days)."""
+
     external_id: str
     type: str
     occurred_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in (("id", self.external_id), ("type", self.type)):
+            if not _storable(value):
+                raise MalformedRequest(
+                    f"the event's {name} must be text of at most {MAX_KEY_LENGTH} characters, "
+                    "without NUL or lone surrogates",
+                    reason="malformed_body",
+                )
+
+
+def _storable(value: object) -> bool:
+    """Text PostgreSQL can hold in a String(255) column: no NUL, valid UTF-8 (JSON can
+    escape a lone surrogate, which is not)."""
+    if not isinstance(value, str) or len(value) > MAX_KEY_LENGTH or "\x00" in value:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -82,6 +122,10 @@ class Provider:
     # Those of the options that are secrets (Meta's verify token): stored encrypted like
     # the endpoint's secrets, never printed.
     secret_options: ClassVar[frozenset[str]] = frozenset()
+    # Headers that carry a credential rather than a signature (GitLab's X-Gitlab-Token):
+    # whoever reads one can send any body. They are never stored, shown, logged or
+    # handed to handlers; ``credential_headers_for`` adds any an endpoint's options name.
+    credential_headers: ClassVar[frozenset[str]] = frozenset()
 
     def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
         raise NotImplementedError
@@ -97,11 +141,16 @@ class Provider:
             raise ValueError(f"{self.name} has no option {unknown[0]!r} (options: {known})")
         return dict(options)
 
+    def credential_headers_for(self, options: Mapping[str, str]) -> frozenset[str]:
+        """The lower-case names of the headers that carry a credential in a delivery to an
+        endpoint with these options. Override it where an option names such a header."""
+        return frozenset(name.lower() for name in self.credential_headers)
+
     def payload(self, headers: Mapping[str, str], body: bytes) -> Any:
         """The body as handlers see it (``event.payload``); JSON by default."""
         try:
             return json.loads(body)
-        except ValueError:
+        except NOT_JSON:
             return None
 
     def handshake(self, delivery: Delivery, *, secrets: Sequence[str]) -> HandshakeResponse | None:
@@ -155,10 +204,7 @@ def timestamped_signatures(
     for item in header.split(separator):
         key, _, value = item.strip().partition("=")
         if key == timestamp_key:
-            try:
-                timestamp = int(value)
-            except ValueError:
-                timestamp = None
+            timestamp = unix_timestamp(value)
         elif key == signature_key:
             signatures.append(value)
     if timestamp is None or not signatures:
@@ -182,6 +228,9 @@ def any_digest_matches(expected: Sequence[bytes | str], received: Sequence[bytes
 
 
 def check_timestamp(timestamp: int, *, now: datetime, tolerance: timedelta) -> None:
+    # Held within what a float counts exactly: an integer past any clock is as stale, or
+    # as far in the future, as one at the bound, and cannot overflow the subtraction.
+    timestamp = max(-FAR_OFF, min(timestamp, FAR_OFF))
     skew = now.timestamp() - timestamp
     facts = {"timestamp_skew_seconds": round(skew, 1)}
     if skew > tolerance.total_seconds():
@@ -197,24 +246,3 @@ def check_timestamp(timestamp: int, *, now: datetime, tolerance: timedelta) -> N
             reason="future_timestamp",
             facts=facts,
         )
-
-
-def occurred_at(value: Any) -> datetime | None:
-    """An ISO 8601 time from a payload, or None when it is absent or not one."""
-    if not isinstance(value, str):
-        return None
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
-def json_object(body: bytes) -> dict[str, Any]:
-    try:
-        payload = json.loads(body)
-    except (UnicodeDecodeError, ValueError):
-        raise MalformedRequest("body is not valid JSON", reason="malformed_body") from None
-    if not isinstance(payload, dict):
-        raise MalformedRequest("body is not a JSON object", reason="malformed_body")
-    return payload

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
@@ -30,14 +30,18 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from hooklatch.errors import MalformedRequest, VerificationError
 from hooklatch.providers.base import (
+    NOT_JSON,
     Delivery,
     HandshakeResponse,
     IncomingEvent,
     Provider,
     check_timestamp,
     json_object,
+    occurred_at,
     require_header,
     require_secrets,
+    unix_time,
+    unix_timestamp,
 )
 
 PING = 1
@@ -86,7 +90,7 @@ class DiscordProvider(Provider):
             raise MalformedRequest(
                 "X-Signature-Ed25519 must be 128 hex digits", reason="malformed_header"
             )
-        if not (timestamp.isascii() and timestamp.isdigit()):
+        if unix_timestamp(timestamp) is None:
             raise MalformedRequest(
                 "X-Signature-Timestamp must be a unix time", reason="malformed_header"
             )
@@ -104,7 +108,7 @@ class DiscordProvider(Provider):
     def handshake(self, delivery: Delivery, *, secrets: Sequence[str]) -> HandshakeResponse | None:
         try:
             payload = json.loads(delivery.body)
-        except (UnicodeDecodeError, ValueError):
+        except NOT_JSON:
             return None  # parse refuses it
         if not isinstance(payload, dict):
             return None
@@ -162,9 +166,10 @@ def _interaction(payload: dict[str, Any]) -> IncomingEvent:
 def _snowflake_time(snowflake: str) -> datetime | None:
     """A snowflake's top bits are milliseconds since Discord's epoch (2015)."""
     try:
-        return datetime.fromtimestamp(((int(snowflake) >> 22) + DISCORD_EPOCH_MS) / 1000, UTC)
-    except (OverflowError, OSError, ValueError):
+        milliseconds = (int(snowflake) >> 22) + DISCORD_EPOCH_MS
+    except ValueError:  # more digits than int() reads
         return None
+    return unix_time(milliseconds, milliseconds=True)
 
 
 def _webhook_event(payload: dict[str, Any]) -> IncomingEvent:
@@ -181,7 +186,7 @@ def _webhook_event(payload: dict[str, Any]) -> IncomingEvent:
     subject = _subject(fields.get("data"))
     if subject is not None:
         key += f":{subject}"
-    return IncomingEvent(external_id=key, type=kind, occurred_at=_iso(stamp))
+    return IncomingEvent(external_id=key, type=kind, occurred_at=occurred_at(stamp))
 
 
 def _subject(data: Any) -> str | None:
@@ -194,11 +199,3 @@ def _subject(data: Any) -> str | None:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def _iso(stamp: str) -> datetime | None:
-    try:
-        when = datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)

@@ -32,7 +32,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from hooklatch.errors import MalformedRequest, VerificationError
@@ -45,6 +45,8 @@ from hooklatch.providers.base import (
     json_object,
     require_header,
     require_secrets,
+    unix_time,
+    unix_timestamp,
 )
 
 ALGORITHMS = {"sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha512": hashlib.sha512}
@@ -52,6 +54,7 @@ ENCODINGS = ("hex", "base64")
 SIGNED = ("body", "timestamp.body", "url+body")
 DEFAULT_TYPE = "webhook"
 MAX_ID_LENGTH = 255  # events.external_id
+MAX_TOLERANCE_SECONDS = 366 * 86400
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 FIELD_PATH = re.compile(r"^[^.]+(\.[^.]+)*$")
 
@@ -97,10 +100,12 @@ class Config:
                 "generic-hmac option 'tolerance_seconds' applies only to signed=timestamp.body"
             )
         tolerance = options.get("tolerance_seconds", "300")
-        if not tolerance.isdigit() or int(tolerance) < 1:
+        whole = tolerance.isascii() and tolerance.isdigit() and len(tolerance) < 10
+        seconds = int(tolerance) if whole else 0
+        if not 1 <= seconds <= MAX_TOLERANCE_SECONDS:
             raise ValueError(
                 f"generic-hmac option 'tolerance_seconds' must be a whole number of seconds "
-                f"above 0, got {tolerance!r}"
+                f"from 1 to {MAX_TOLERANCE_SECONDS}, got {tolerance!r}"
             )
         if ("id_header" in options) == ("id_field" in options):
             raise ValueError(
@@ -110,7 +115,7 @@ class Config:
         if "type_header" in options and "type_field" in options:
             raise ValueError("generic-hmac takes one of 'type_header' and 'type_field', not both")
         values: dict[str, Any] = {k: v for k, v in options.items() if k != "tolerance_seconds"}
-        return cls(**values, tolerance_seconds=int(tolerance))
+        return cls(**values, tolerance_seconds=seconds)
 
 
 def _one_of(options: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> None:
@@ -184,13 +189,13 @@ class GenericHmacProvider(Provider):
     def _timestamp(delivery: Delivery, config: Config) -> int | None:
         if config.timestamp_header is None:
             return None
-        raw = require_header(delivery, config.timestamp_header).strip()
-        if not raw.isdigit():
+        timestamp = unix_timestamp(require_header(delivery, config.timestamp_header).strip())
+        if timestamp is None:
             raise MalformedRequest(
                 f"{config.timestamp_header} must be a unix time in seconds",
                 reason="malformed_header",
             )
-        return int(raw)
+        return timestamp
 
     @staticmethod
     def _message(delivery: Delivery, config: Config, timestamp: int | None) -> bytes:
@@ -222,7 +227,7 @@ class GenericHmacProvider(Provider):
             )
         event_type = self._type(delivery, config, payload)
         stamp = delivery.header(config.timestamp_header) if config.timestamp_header else None
-        occurred_at = datetime.fromtimestamp(int(stamp), UTC) if stamp else None
+        occurred_at = unix_time(unix_timestamp(stamp.strip())) if stamp else None
         return [IncomingEvent(external_id, event_type, occurred_at)]
 
     @staticmethod

@@ -11,6 +11,7 @@ from urllib.parse import parse_qs
 
 from hooklatch.errors import MalformedRequest, VerificationError
 from hooklatch.providers.base import (
+    NOT_JSON,
     Delivery,
     IncomingEvent,
     Provider,
@@ -56,7 +57,7 @@ class GitHubProvider(Provider):
     def payload(self, headers: Mapping[str, str], body: bytes) -> Any:
         try:
             return json.loads(self._json_bytes(headers, body))
-        except (ValueError, MalformedRequest):
+        except (*NOT_JSON, MalformedRequest):
             return None
 
     @staticmethod

@@ -47,6 +47,8 @@ class GitLabProvider(Provider):
     # the same Idempotency-Key.
     retry_window = timedelta(days=3)
     tolerance = timedelta(minutes=5)  # signing mode only
+    # The secret token itself, sent in either mode when the hook has one.
+    credential_headers = frozenset({"X-Gitlab-Token"})
     options = {
         "mode": (
             "token (default): X-Gitlab-Token must equal a secret (no body integrity); "

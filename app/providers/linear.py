@@ -35,6 +35,7 @@ from hooklatch.providers.base import (
     occurred_at,
     require_header,
     require_secrets,
+    unix_timestamp,
 )
 
 HEX_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
@@ -73,13 +74,14 @@ class LinearProvider(Provider):
                     "no webhookTimestamp in the body and no Linear-Timestamp header",
                     reason="missing_header",
                 )
-            try:
-                return int(header)
-            except ValueError:
+            sent_at = unix_timestamp(header)
+            if sent_at is None:
                 raise MalformedRequest(
                     "Linear-Timestamp must be unix milliseconds", reason="malformed_header"
-                ) from None
-        if isinstance(stamp, bool) or not isinstance(stamp, int | float):
+                )
+            return sent_at
+        # Not NaN, infinity or a number no clock reaches (unix milliseconds, 15 digits).
+        if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not 0 <= stamp < 1e15:
             raise MalformedRequest(
                 "webhookTimestamp must be unix milliseconds", reason="malformed_body"
             )

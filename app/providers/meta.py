@@ -27,10 +27,9 @@ item carries as Meta names the subscription: ``page.messages``, ``page.message_e
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from hooklatch.errors import Forbidden, MalformedRequest, VerificationError
@@ -41,9 +40,11 @@ from hooklatch.providers.base import (
     Provider,
     any_digest_matches,
     hmac_hex,
+    json_digest,
     json_object,
     require_header,
     require_secrets,
+    unix_time,
 )
 
 SIGNATURE = "X-Hub-Signature-256"
@@ -68,22 +69,16 @@ def _signature(secret: str, body: bytes) -> str:
 
 
 def _digest(item: Any) -> str:
-    canonical = json.dumps(item, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+    return json_digest(item)[:32]
 
 
 def _when(value: Any) -> datetime | None:
     """Meta's times: unix seconds, or milliseconds in Messenger; numbers or strings."""
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # not a number, NaN, infinity
         return None
-    if number > 10**11:
-        number //= 1000
-    try:
-        return datetime.fromtimestamp(number, UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
+    return unix_time(number, milliseconds=number > 10**11)
 
 
 class MetaProvider(Provider):

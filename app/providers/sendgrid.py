@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -35,8 +34,12 @@ from hooklatch.providers.base import (
     IncomingEvent,
     Provider,
     check_timestamp,
+    json_digest,
+    load_json,
     require_header,
     require_secrets,
+    unix_time,
+    unix_timestamp,
 )
 
 SIGNATURE = "X-Twilio-Email-Event-Webhook-Signature"
@@ -83,12 +86,14 @@ class SendGridProvider(Provider):
         stamp = require_header(delivery, TIMESTAMP).strip()
         try:
             signature = base64.b64decode(encoded, validate=True)
-            timestamp = int(stamp)
         except (binascii.Error, ValueError):
+            signature = b""
+        timestamp = unix_timestamp(stamp)
+        if not signature or timestamp is None:
             raise MalformedRequest(
                 f"{SIGNATURE} must be base64 and {TIMESTAMP} a unix time",
                 reason="malformed_header",
-            ) from None
+            )
         require_secrets(secrets)
         keys = []
         for secret in secrets:
@@ -109,10 +114,7 @@ class SendGridProvider(Provider):
         check_timestamp(timestamp, now=now, tolerance=self.tolerance)
 
     def parse(self, delivery: Delivery) -> list[IncomingEvent]:
-        try:
-            payload = json.loads(delivery.body)
-        except (UnicodeDecodeError, ValueError):
-            raise MalformedRequest("body is not valid JSON", reason="malformed_body") from None
+        payload = load_json(delivery.body)
         if not isinstance(payload, list) or not payload:
             raise MalformedRequest(
                 "a SendGrid delivery is a non-empty JSON array of events", reason="malformed_body"
@@ -128,15 +130,8 @@ class SendGridProvider(Provider):
             )
         event_id = item.get("sg_event_id")
         if not isinstance(event_id, str) or not event_id:
-            canonical = json.dumps(item, sort_keys=True, separators=(",", ":")).encode()
-            event_id = "sha256:" + hashlib.sha256(canonical).hexdigest()
-        stamp = item.get("timestamp")
-        occurred_at = (
-            datetime.fromtimestamp(stamp, UTC)
-            if isinstance(stamp, int) and not isinstance(stamp, bool)
-            else None
-        )
-        return IncomingEvent(event_id, item["event"], occurred_at)
+            event_id = "sha256:" + json_digest(item)
+        return IncomingEvent(event_id, item["event"], unix_time(item.get("timestamp")))
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         raise ValueError(

@@ -25,6 +25,7 @@ from hooklatch.providers.base import (
     any_digest_matches,
     hmac_sha256,
     json_object,
+    occurred_at,
     require_secrets,
 )
 
@@ -72,7 +73,8 @@ class ShopifyProvider(Provider):
                 "or X-Shopify-Webhook-Id",
                 reason="missing_header",
             )
-        return [IncomingEvent(external_id=key, type=topic, occurred_at=_triggered_at(delivery))]
+        triggered_at = occurred_at(_header(delivery, "Triggered-At"))
+        return [IncomingEvent(external_id=key, type=topic, occurred_at=triggered_at)]
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         return {SIGNATURE: base64.b64encode(_digest(secret, delivery.body)).decode()}
@@ -98,14 +100,3 @@ class ShopifyProvider(Provider):
             "X-Shopify-Triggered-At": now.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         }
         return headers, json.dumps(payload).encode()
-
-
-def _triggered_at(delivery: Delivery) -> datetime | None:
-    value = _header(delivery, "Triggered-At")
-    if not value:
-        return None
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
 from hooklatch.errors import MalformedRequest, VerificationError
 from hooklatch.providers.base import (
+    NOT_JSON,
     Delivery,
     HandshakeResponse,
     IncomingEvent,
@@ -36,6 +37,8 @@ from hooklatch.providers.base import (
     json_object,
     require_header,
     require_secrets,
+    unix_time,
+    unix_timestamp,
 )
 
 PREFIX = "v0="
@@ -60,7 +63,7 @@ class SlackProvider(Provider):
             raise MalformedRequest(
                 "X-Slack-Signature must start with v0=", reason="malformed_header"
             )
-        if not (timestamp.isascii() and timestamp.isdigit()):
+        if unix_timestamp(timestamp) is None:
             raise MalformedRequest(
                 "X-Slack-Request-Timestamp must be a unix time", reason="malformed_header"
             )
@@ -79,7 +82,7 @@ class SlackProvider(Provider):
             return None
         try:
             payload = json.loads(delivery.body)
-        except (UnicodeDecodeError, ValueError):
+        except NOT_JSON:
             return None  # parse refuses it
         if not isinstance(payload, dict) or payload.get("type") != "url_verification":
             return None
@@ -111,7 +114,7 @@ class SlackProvider(Provider):
                 return json.loads(body)
             fields = _form(body)
             return json.loads(fields["payload"]) if "payload" in fields else fields
-        except (ValueError, MalformedRequest):
+        except (*NOT_JSON, MalformedRequest):
             return None
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
@@ -164,10 +167,7 @@ def _envelope(payload: dict[str, Any]) -> IncomingEvent:
                 "an event_callback needs a string event_id and event.type",
                 reason="malformed_body",
             )
-        event_time = payload.get("event_time")
-        occurred_at = (
-            datetime.fromtimestamp(event_time, UTC) if isinstance(event_time, int) else None
-        )
+        occurred_at = unix_time(payload.get("event_time"))
         return IncomingEvent(external_id=event_id, type=inner, occurred_at=occurred_at)
     if kind == "app_rate_limited":
         app_id, minute = payload.get("api_app_id"), payload.get("minute_rate_limited")
@@ -175,7 +175,7 @@ def _envelope(payload: dict[str, Any]) -> IncomingEvent:
             return IncomingEvent(
                 external_id=f"app_rate_limited:{app_id}:{minute}",
                 type=kind,
-                occurred_at=datetime.fromtimestamp(minute, UTC),
+                occurred_at=unix_time(minute),
             )
     raise MalformedRequest(
         f"not a Slack event envelope this provider stores (type {kind!r})",

@@ -20,6 +20,7 @@ from hooklatch.providers.base import (
     any_digest_matches,
     hmac_base64,
     json_object,
+    occurred_at,
     require_header,
     require_secrets,
 )
@@ -52,7 +53,8 @@ class SquareProvider(Provider):
             raise MalformedRequest(
                 "a Square event needs string event_id and type", reason="malformed_body"
             )
-        return [IncomingEvent(event_id, event_type, _created_at(payload.get("created_at")))]
+        # RFC 3339 with up to nanoseconds ("2022-07-13T20:30:59.037339943Z").
+        return [IncomingEvent(event_id, event_type, occurred_at(payload.get("created_at")))]
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         return {SIGNATURE: _signature(secret, delivery.url, delivery.body)}
@@ -66,14 +68,3 @@ class SquareProvider(Provider):
             "data": {"type": "webhooks", "id": str(uuid.uuid4())},
         }
         return {"Content-Type": "application/json"}, json.dumps(payload).encode()
-
-
-def _created_at(value: object) -> datetime | None:
-    """RFC 3339 with up to nanoseconds ("2022-07-13T20:30:59.037339943Z")."""
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -40,9 +40,11 @@ from hooklatch.providers.base import (
     check_timestamp,
     hmac_base64,
     hmac_sha256,
+    load_json,
     occurred_at,
     require_header,
     require_secrets,
+    unix_timestamp,
 )
 
 HMAC_SCHEME = "v1"
@@ -124,13 +126,11 @@ def read_headers(
     prefix = header_prefix(delivery, prefixes)
     header = require_header(delivery, f"{prefix}-signature")
     message_id = require_header(delivery, f"{prefix}-id")
-    raw_timestamp = require_header(delivery, f"{prefix}-timestamp")
-    try:
-        timestamp = int(raw_timestamp)
-    except ValueError:
+    timestamp = unix_timestamp(require_header(delivery, f"{prefix}-timestamp"))
+    if timestamp is None:
         raise MalformedRequest(
             f"{prefix}-timestamp must be unix seconds", reason="malformed_header"
-        ) from None
+        )
     signatures = []
     for entry in header.split():
         scheme, comma, encoded = entry.partition(",")
@@ -198,10 +198,7 @@ class StandardWebhooksProvider(Provider):
 
     def parse(self, delivery: Delivery) -> list[IncomingEvent]:
         message_id = require_header(delivery, f"{header_prefix(delivery)}-id")
-        try:
-            payload = json.loads(delivery.body)
-        except (UnicodeDecodeError, ValueError):
-            raise MalformedRequest("body is not valid JSON", reason="malformed_body") from None
+        payload = load_json(delivery.body)
         event_type, when = "webhook", None
         if isinstance(payload, dict):
             if isinstance(payload.get("type"), str) and payload["type"]:

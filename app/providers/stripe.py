@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from hooklatch.errors import MalformedRequest, VerificationError
 from hooklatch.providers.base import (
@@ -18,6 +18,7 @@ from hooklatch.providers.base import (
     require_header,
     require_secrets,
     timestamped_signatures,
+    unix_time,
 )
 
 
@@ -51,8 +52,7 @@ class StripeProvider(Provider):
             raise MalformedRequest(
                 "a Stripe event needs string id and type", reason="malformed_body"
             )
-        created = payload.get("created")
-        occurred_at = datetime.fromtimestamp(created, UTC) if isinstance(created, int) else None
+        occurred_at = unix_time(payload.get("created"))
         return [IncomingEvent(external_id=event_id, type=event_type, occurred_at=occurred_at)]
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:

@@ -35,10 +35,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from hooklatch.errors import MalformedRequest, VerificationError
 from hooklatch.providers.base import (
+    NOT_JSON,
     Delivery,
     IncomingEvent,
     Provider,
     any_digest_matches,
+    load_json,
+    occurred_at,
     require_header,
     require_secrets,
 )
@@ -181,15 +184,12 @@ class TwilioProvider(Provider):
             return None
         try:
             return parsedate_to_datetime(value).astimezone(UTC)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # past the year 9999 once in UTC
             return None
 
     @staticmethod
     def _cloud_events(body: bytes) -> list[IncomingEvent]:
-        try:
-            payload = json.loads(body)
-        except (UnicodeDecodeError, ValueError):
-            raise MalformedRequest("body is not valid JSON", reason="malformed_body") from None
+        payload = load_json(body)
         items = payload if isinstance(payload, list) else [payload]
         events = []
         for item in items:
@@ -200,7 +200,7 @@ class TwilioProvider(Provider):
                 raise MalformedRequest(
                     "a CloudEvent needs string id and type", reason="malformed_body"
                 )
-            events.append(IncomingEvent(event_id, event_type, _iso_time(item.get("time"))))
+            events.append(IncomingEvent(event_id, event_type, occurred_at(item.get("time"))))
         if not events:
             raise MalformedRequest("the body holds no event", reason="malformed_body")
         return events
@@ -209,7 +209,7 @@ class TwilioProvider(Provider):
         """Form posts as a dict (a repeated name maps to the list of its values)."""
         try:
             return json.loads(body)
-        except (UnicodeDecodeError, ValueError):
+        except NOT_JSON:
             pass
         try:
             params = form_params(body)
@@ -247,13 +247,3 @@ class TwilioProvider(Provider):
             IDEMPOTENCY_HEADER: f"demo-{stamp}",
         }
         return headers, urlencode(params).encode()
-
-
-def _iso_time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -15,11 +15,12 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from hooklatch.errors import MalformedRequest, VerificationError
 from hooklatch.providers.base import (
+    NOT_JSON,
     Delivery,
     HandshakeResponse,
     IncomingEvent,
@@ -30,6 +31,8 @@ from hooklatch.providers.base import (
     json_object,
     require_header,
     require_secrets,
+    unix_time,
+    unix_timestamp,
 )
 
 PREFIX = "v0="
@@ -62,7 +65,7 @@ class ZoomProvider(Provider):
         timestamp = require_header(delivery, "x-zm-request-timestamp")
         if not signature.startswith(PREFIX):
             raise MalformedRequest("x-zm-signature must start with v0=", reason="malformed_header")
-        if not (timestamp.isascii() and timestamp.isdigit()):
+        if unix_timestamp(timestamp) is None:
             raise MalformedRequest(
                 "x-zm-request-timestamp must be a unix time", reason="malformed_header"
             )
@@ -71,7 +74,7 @@ class ZoomProvider(Provider):
     def handshake(self, delivery: Delivery, *, secrets: Sequence[str]) -> HandshakeResponse | None:
         try:
             payload = json.loads(delivery.body)
-        except (UnicodeDecodeError, ValueError):
+        except NOT_JSON:
             return None  # parse refuses it
         if not isinstance(payload, dict) or payload.get("event") != URL_VALIDATION:
             return None
@@ -107,7 +110,8 @@ class ZoomProvider(Provider):
         subject = _object_key(payload.get("payload"))
         if subject is not None:
             key += f":{subject}"
-        return [IncomingEvent(external_id=key, type=event, occurred_at=_from_ms(event_ts))]
+        occurred_at = unix_time(event_ts, milliseconds=True)
+        return [IncomingEvent(external_id=key, type=event, occurred_at=occurred_at)]
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         timestamp = str(int(now.timestamp()))
@@ -147,10 +151,3 @@ def _object_key(payload: Any) -> str | None:
         if isinstance(value, str | int) and not isinstance(value, bool) and value != "":
             return str(value)
     return None
-
-
-def _from_ms(stamp: int) -> datetime | None:
-    try:
-        return datetime.fromtimestamp(stamp / 1000, UTC)
-    except (OverflowError, OSError, ValueError):
-        return None

@@ -124,6 +124,7 @@ def test_a_naive_time_from_a_plugin_is_stored_as_utc(runtime):
         record_events(
             connection,
             endpoint=active,
+            provider=runtime.provider("stripe"),
             incoming=[IncomingEvent("evt_naive", "x", occurred_at=datetime(2026, 1, 1, 12))],
             headers={},
             body=b"{}",

@@ -1,0 +1,75 @@
+"""The embedded default's store (SQLite) drops credential headers, flags a repeated body
+and re-arms a dead event only within the retry window, as PostgreSQL's statement does."""
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from alembic import command
+
+from hooklatch import create_app
+from hooklatch.migrations import alembic_config
+from tests.support.database import count, load_event
+from tests.support.pipeline import make_endpoint, post_json
+from tests.support.providers.gitlab import push_body
+from tests.support.signing import github_headers
+
+FIRST_SEEN = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def embedded(settings, router, tmp_path):
+    """Makes a test client, and its runtime, on one SQLite database at ``now``."""
+    sqlite = replace(settings, database_url=None, redis_url=None, instance_path=tmp_path / "db")
+    sqlite.instance_path.mkdir()
+    command.upgrade(alembic_config(sqlite.sqlalchemy_url), "head")
+    apps = []
+
+    def make(now):
+        app = create_app(sqlite, router=router, clock=lambda: now)
+        apps.append(app)
+        return app.test_client(), app.extensions["hooklatch"]
+
+    yield make
+    for app in apps:
+        app.extensions["hooklatch"].dispose()
+
+
+def test_a_gitlab_token_is_not_stored_on_sqlite(embedded):
+    client, runtime = embedded(FIRST_SEEN)
+    endpoint, _ = make_endpoint(runtime, "gitlab", secrets=["tok3n"])
+    headers = {"X-Gitlab-Token": "tok3n", "X-Gitlab-Event": "Push Hook", "Idempotency-Key": "k"}
+    response = post_json(client, endpoint, push_body(), headers)
+    assert response.status_code == 200, response.json
+    stored = load_event(runtime, response.json["events"][0]["id"]).headers
+    assert "x-gitlab-token" not in stored
+    assert stored["x-gitlab-event"] == "Push Hook"
+
+
+def test_a_repeated_body_is_flagged_and_a_late_copy_does_not_rearm_on_sqlite(embedded):
+    client, runtime = embedded(FIRST_SEEN)
+    endpoint, _ = make_endpoint(runtime, "github", secrets=["gh-secret"])
+    body = json.dumps({"action": "opened", "issue": {"number": 5}}).encode()
+
+    def post(delivery, kind="issues", client=client):
+        headers = github_headers(body, "gh-secret", event=kind, delivery=delivery)
+        answer = client.post(f"/hooks/{endpoint}", data=body, headers=headers).json
+        return answer["status"], answer["events"][0]
+
+    status, first = post("d-1")
+    status, second = post("d-2", kind="pull_request")
+    assert status == "accepted"
+    assert load_event(runtime, second["id"]).repeats_event_id == first["id"]
+
+    with runtime.engine.begin() as c:
+        c.exec_driver_sql("UPDATE events SET status = 'dead'")
+        c.exec_driver_sql("DELETE FROM outbox")
+    late, _ = embedded(FIRST_SEEN + timedelta(days=3, minutes=1))
+    assert post("d-1", client=late) == ("duplicate", {**first, "status": "duplicate"})
+    assert load_event(runtime, first["id"]).status == "dead"
+    soon, _ = embedded(FIRST_SEEN + timedelta(days=1))
+    status, again = post("d-1", client=soon)
+    assert again["rearmed"] is True
+    assert load_event(runtime, first["id"]).status == "pending"
+    assert count(runtime, "SELECT count(*) FROM outbox") == 1
