@@ -2,14 +2,20 @@
 
 import multiprocessing
 import os
+import sys
 
 bind = f"{os.environ.get('HOST', '0.0.0.0')}:{os.environ.get('PORT', '8000')}"  # noqa: S104
 if os.environ.get("DATABASE_URL"):
     workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() * 2))
+    # A client sending its body slowly holds a greenlet, not the worker: with sync workers,
+    # as many slow clients as workers stopped the service. See post_worker_init.
+    default_worker_class = "gevent"
 else:
-    # The embedded default keeps its dispatcher in the one web process.
+    # The embedded default keeps its dispatcher in the one web process, beside threads
+    # that let a client too slow to send its request go (hooklatch.embedded.worker).
     workers = 1
-worker_class = os.environ.get("GUNICORN_WORKER_CLASS") or ("gthread" if workers == 1 else "sync")
+    default_worker_class = "hooklatch.embedded.worker.PacedThreadWorker"
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS") or default_worker_class
 threads = int(os.environ.get("GUNICORN_THREADS") or (4 if workers == 1 else 1))
 # Providers give up after a few seconds (Slack 3 s, GitHub 10 s): never hold a request longer.
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", 30))
@@ -17,3 +23,14 @@ graceful_timeout = 20
 keepalive = 5
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG") or None
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+
+
+def post_worker_init(worker):
+    """Under gevent (the worker has monkey-patched before this runs), psycopg2 waits for
+    PostgreSQL through gevent's hub, so a request waiting on the database lets the
+    worker's other requests run."""
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_module_patched("socket"):
+        from psycogreen.gevent import patch_psycopg
+
+        patch_psycopg()

@@ -94,7 +94,8 @@ def markdown(results: dict[str, Any], plot_name: str) -> str:
         f"{machine['postgresql']}; Redis {machine['redis']}; {machine['wrk']}. "
         f"Everything (receiver, workers, PostgreSQL, Redis, wrk) shares these cores.",
         "",
-        f"gunicorn: {results['web_workers']} sync workers for both receivers; "
+        f"gunicorn: {results['web_workers']} workers for both receivers (hooklatch's gevent, "
+        "as gunicorn.conf.py ships it; the naive receiver's sync); "
         f"{plan['workers']} worker processes for both drains; "
         f"wrk: {plan['connections']} connections, {plan['ingest_seconds']:.0f} s per run after "
         f"a {plan['warmup_seconds']:.0f} s warm-up. Raw figures: `{results['file']}`.",

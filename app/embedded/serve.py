@@ -15,6 +15,8 @@ from sqlalchemy import select
 from hooklatch.settings import Settings
 
 DEMO_ENDPOINT = "demo"
+# Threads, and a client too slow to send its request let go (see its docstring).
+WORKER_CLASS = "hooklatch.embedded.worker.PacedThreadWorker"
 
 
 class _Gunicorn(BaseApplication):
@@ -39,7 +41,7 @@ def serve_embedded(settings: Settings, *, host: str, port: int, send_command: st
         settings = replace(settings, public_url=f"http://{host}:{port}")
         if settings.public_url != Settings.public_url:
             send_command += f" --url {settings.public_url}"
-    options: dict[str, Any] = {"bind": f"{host}:{port}", "worker_class": "gthread", "threads": 4}
+    options: dict[str, Any] = {"bind": f"{host}:{port}", "worker_class": WORKER_CLASS, "threads": 4}
     if settings.embedded:
         # One process: the dispatcher thread lives beside the request threads.
         options["workers"] = 1

@@ -1,0 +1,123 @@
+"""Slow clients (headers sent, then one body byte every 2 s) do not stop the receiver."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from bench.slow_clients import SlowClients
+from tests.support.database import stored_for
+from tests.support.http import PATIENCE, timed, timed_delivery
+from tests.support.install import ROOT
+from tests.support.pipeline import make_endpoint
+from tests.support.processes import free_port, hooklatch_cmd, process_env, wait_http
+
+SECRET = "whsec_test_secret"
+
+
+def procfile_command(kind: str) -> list[str]:
+    for line in (ROOT / "Procfile").read_text().splitlines():
+        name, _, command = line.partition(":")
+        if name.strip() == kind:
+            return shlex.split(command)
+    raise AssertionError(f"the Procfile has no {kind} process")
+
+
+def on_path(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this interpreter's scripts first on PATH, as a deployment has them."""
+    return {**env, "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}"}
+
+
+@pytest.mark.slow
+def test_procfile_web_answers_signed_deliveries_while_fifty_clients_trickle(
+    procs, proc_settings, runtime
+):
+    port = free_port()
+    env = on_path(process_env(proc_settings, HOST="127.0.0.1", PORT=str(port)))
+    web = procs("web", procfile_command("web"), env)
+    base = f"http://127.0.0.1:{port}"
+    wait_http(base + "/healthz", web)
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    url = f"{base}/hooks/{endpoint}"
+
+    with SlowClients(url, 50) as slow:
+        time.sleep(1)  # every slow client reaches a worker before the deliveries start
+        answers = [timed_delivery(url, f"evt_slow_clients_{n:02d}", SECRET) for n in range(10)]
+        held = slow.held()
+
+    assert [status for status, _ in answers] == [200] * 10, (answers, web.log()[-3000:])
+    assert max(seconds for _, seconds in answers) < PATIENCE
+    assert held == 50  # the slow clients were still there throughout
+    assert stored_for(runtime, endpoint) == 10
+
+
+@pytest.mark.slow
+def test_a_request_waiting_on_postgresql_lets_the_same_worker_answer_others(
+    procs, proc_settings, runtime
+):
+    """One gevent worker: psycopg2 must wait through gevent's hub, not block the worker."""
+    port = free_port()
+    env = on_path(process_env(proc_settings, HOST="127.0.0.1", PORT=str(port), WEB_CONCURRENCY="1"))
+    web = procs("web", procfile_command("web"), env)
+    base = f"http://127.0.0.1:{port}"
+    wait_http(base + "/healthz", web)
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+
+    with ThreadPoolExecutor(1) as pool, runtime.engine.connect() as locker:
+        locker.exec_driver_sql("LOCK TABLE endpoints IN ACCESS EXCLUSIVE MODE")
+        waiting = pool.submit(
+            timed_delivery, f"{base}/hooks/{endpoint}", "evt_waits_for_lock", SECRET
+        )
+        time.sleep(1)  # the delivery is waiting for the lock
+        health = timed("GET", base + "/healthz")
+        locker.rollback()
+        delivered = waiting.result()
+
+    assert health[0] == 200, (health, web.log()[-3000:])  # answered while the lock was held
+    assert delivered[0] == 200
+    assert stored_for(runtime, endpoint) == 1
+
+
+@pytest.mark.slow
+def test_serve_answers_health_and_a_signed_delivery_while_clients_trickle(procs, tmp_path):
+    port = free_port()
+    # The embedded default: nothing configured, SQLite under the folder it starts in.
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("HOOKLATCH_", "DATABASE_", "REDIS_"))
+    }
+    env["PYTHONPATH"] = str(ROOT)
+    serve = procs("serve", hooklatch_cmd("serve", "--port", str(port)), env, cwd=tmp_path)
+    base = f"http://127.0.0.1:{port}"
+    wait_http(base + "/healthz", serve, timeout=120)
+    added = subprocess.run(
+        [
+            *hooklatch_cmd(
+                "endpoints", "add", "stripe", "--name", "slow", "--secret", SECRET, "--json"
+            )
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    url = f"{base}/hooks/{json.loads(added.stdout)['id']}"
+
+    with SlowClients(url, 8):
+        time.sleep(1)
+        health = timed("GET", base + "/healthz")
+        delivery = timed_delivery(url, "evt_serve_slow_clients", SECRET)
+
+    assert health[0] == 200 and health[1] < PATIENCE, (health, serve.log()[-3000:])
+    assert delivery[0] == 200 and delivery[1] < PATIENCE, (delivery, serve.log()[-3000:])
