@@ -17,6 +17,7 @@ from hooklatch.crypto import SecretBox
 from hooklatch.db import is_postgres, make_engine, make_session_factory, utcnow
 from hooklatch.endpoints.service import EndpointCache
 from hooklatch.handlers import Router, default_router, import_handler_modules
+from hooklatch.ingest.refusals import RefusalCounter
 from hooklatch.ingest.statements import prepare_ingest_statements
 from hooklatch.providers.base import Provider
 from hooklatch.providers.loading import load_providers
@@ -38,6 +39,13 @@ class Runtime:
     # endpoints it has verified lately (see EndpointCache).
     ingest_engine: Engine | None = None
     endpoints: EndpointCache | None = None
+    # Refused deliveries by endpoint and reason, written in batches (app/ingest/refusals.py).
+    refusals: RefusalCounter = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.refusals = RefusalCounter(
+            self.ingest_connection, interval=self.settings.refusal_flush_seconds
+        )
 
     @contextmanager
     def ingest_connection(self) -> Iterator[Connection]:
@@ -52,6 +60,7 @@ class Runtime:
                 yield c
 
     def dispose(self) -> None:
+        self.refusals.close()
         self.engine.dispose()
         if self.ingest_engine is not None:
             self.ingest_engine.dispose()

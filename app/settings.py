@@ -106,6 +106,10 @@ class Settings:
     # in transaction mode (PgBouncer, any version: it tracks protocol-level prepared
     # statements only, never SQL PREPARE), where a session's statements vanish.
     prepare_statements: bool = True
+    # Refused deliveries are counted in memory and written at most about once per this
+    # many seconds per web process (after the first few), so a flood of bad signatures
+    # is not a database write each; `endpoints show` is this far behind at most.
+    refusal_flush_seconds: float = 2.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -135,6 +139,9 @@ class Settings:
             ),
             sweep_interval_seconds=_float(
                 env, "HOOKLATCH_SWEEP_INTERVAL_SECONDS", cls.sweep_interval_seconds
+            ),
+            refusal_flush_seconds=_float(
+                env, "HOOKLATCH_REFUSAL_FLUSH_SECONDS", cls.refusal_flush_seconds
             ),
         )
         return settings.validated()

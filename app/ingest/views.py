@@ -13,8 +13,9 @@ from psycopg2.errorcodes import FEATURE_NOT_SUPPORTED, INVALID_SQL_STATEMENT_NAM
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from hooklatch.endpoints.service import active_endpoint, record_refusal
+from hooklatch.endpoints.service import active_endpoint
 from hooklatch.errors import (
+    BodyTooLarge,
     MethodNotAllowed,
     ProviderUnavailable,
     StoreUnavailable,
@@ -33,7 +34,7 @@ T = TypeVar("T")
 @bp.post("/hooks/<endpoint_id>")
 def receive(endpoint_id: str) -> Any:
     runtime = current_runtime()
-    body = request.get_data(cache=False)  # 413 before reading when over the limit
+    body = _read_body(runtime.settings.max_body_bytes)
     headers = {name.lower(): value for name, value in request.headers.items()}
     with bind(endpoint_id=endpoint_id):
         try:
@@ -80,6 +81,29 @@ def challenge(endpoint_id: str) -> Any:
     if response is None:
         raise MethodNotAllowed("this endpoint takes POST deliveries only")
     return response
+
+
+def _read_body(limit: int) -> bytes:
+    """The raw body; 413 when it is longer than ``limit`` bytes, however it is framed.
+
+    A Content-Length over the limit is refused before anything is read. A body of unknown
+    length (chunked) is read up to ``limit + 1`` bytes and refused if that byte arrives:
+    Werkzeug's own limit stops at exactly the limit without looking further, so a longer
+    body would be cut and then judged on its first bytes.
+    """
+    if request.content_length is not None and request.content_length > limit:
+        raise BodyTooLarge()
+    request.max_content_length = limit + 1
+    stream, chunks, size = request.stream, [], 0
+    while size <= limit:
+        chunk = stream.read(limit + 1 - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise BodyTooLarge()
+    return b"".join(chunks)
 
 
 def _url(runtime: Runtime) -> str:
@@ -144,6 +168,7 @@ def _ingest(
         return record_events(
             connection,
             endpoint=endpoint,
+            provider=provider,
             incoming=incoming,
             headers=headers,
             body=body,
@@ -172,7 +197,8 @@ def _refused(
     body: bytes,
 ) -> None:
     """Log a refusal with safe facts only (never a secret, never the body), and count it
-    by endpoint and reason. Counting is best effort: it never changes the answer."""
+    by endpoint and reason, in memory: the counts are written a few times per flush
+    interval, not once per refusal. Counting is best effort: it never changes the answer."""
     facts = "".join(f"; {key} {value}" for key, value in sorted(exc.facts.items()))
     log.warning(
         "refused delivery: %s (%s); headers present: %s; body %d bytes sha256 %s%s",
@@ -184,11 +210,7 @@ def _refused(
         facts,
         extra={"reason": exc.reason},
     )
-    try:
-        with runtime.ingest_connection() as connection:
-            record_refusal(connection, endpoint_id, exc.reason, now=runtime.clock())
-    except SQLAlchemyError as error:  # an unknown endpoint (no row to count on), or no DB
-        log.debug("refusal not counted: %s", type(error).__name__)
+    runtime.refusals.add(endpoint_id, exc.reason, now=runtime.clock())
 
 
 def _with_store(runtime: Runtime, work: Callable[[Connection], T]) -> T:

@@ -1,0 +1,164 @@
+"""Refused deliveries, counted in memory and written to the refusals table in batches.
+
+Counting each refusal with its own upsert lets a flood of bad signatures turn every
+request into a write on one hot row. Instead each web process keeps its counts by
+endpoint and reason and writes them on a token bucket: the first ``burst`` refusals at
+once (a handful, while someone tries a rotated secret, show in `hooklatch endpoints show`
+straight away), then at most one write per ``interval`` seconds, made by the request
+that finds a token, or by a background thread when no request comes. Whatever is still
+held is written when the process exits normally (``atexit``: a gunicorn worker stopped
+or restarted, sync, gthread or gevent) and by ``Runtime.dispose``.
+
+The thread is started by the first refusal, in the process that counts it: never in a
+gunicorn master that forks its workers afterwards. Under gevent's monkey-patching it is
+a greenlet, and the lock and events below are gevent's.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
+
+from hooklatch.endpoints.service import record_refusal
+
+log = logging.getLogger(__name__)
+BURST = 10
+REASON_LENGTH = 64  # refusals.reason
+
+
+@dataclass
+class Tally:
+    """Refusals of one endpoint for one reason, not written yet."""
+
+    count: int
+    first_at: datetime
+    last_at: datetime
+
+
+class RefusalCounter:
+    """One web process's refusal counts; ``connect`` gives a connection to write with
+    (the runtime's ingest connection: autocommit on PostgreSQL)."""
+
+    def __init__(
+        self,
+        connect: Callable[[], AbstractContextManager[Connection]],
+        *,
+        interval: float,
+        burst: int = BURST,
+    ) -> None:
+        self.connect = connect
+        self.interval = interval
+        self.burst = burst
+        self._held: dict[tuple[str, str], Tally] = {}
+        self._lock = threading.Lock()
+        self._tokens = float(burst)
+        self._refilled = time.monotonic()
+        self._wake = threading.Event()
+        self._closing = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, endpoint_id: str, reason: str, *, now: datetime) -> None:
+        """Count one refusal; written now if a token is free, else within the interval."""
+        reason = reason[:REASON_LENGTH]
+        with self._lock:
+            tally = self._held.get((endpoint_id, reason))
+            if tally is None:
+                self._held[(endpoint_id, reason)] = Tally(1, now, now)
+            else:
+                tally.count += 1
+                tally.first_at, tally.last_at = min(tally.first_at, now), max(tally.last_at, now)
+            write_now = self._take_token()
+            if not write_now:
+                self._start()
+                self._wake.set()
+        if write_now:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every held count: one upsert per endpoint and reason."""
+        with self._lock:
+            held, self._held = self._held, {}
+        for position, ((endpoint_id, reason), tally) in enumerate(held.items()):
+            try:
+                with self.connect() as connection:
+                    record_refusal(
+                        connection,
+                        endpoint_id,
+                        reason,
+                        count=tally.count,
+                        first_at=tally.first_at,
+                        now=tally.last_at,
+                    )
+            except (OperationalError, InterfaceError) as error:  # the database is away
+                log.debug("refusals not counted yet: %s", type(error).__name__)
+                self._hold_again(list(held.items())[position:])
+                return
+            except SQLAlchemyError as error:  # the endpoint was deleted meanwhile
+                log.debug("refusals not counted: %s", type(error).__name__)
+
+    def close(self) -> None:
+        """Stop the thread and write what is held; the counter counts no more after this."""
+        self._closing.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        atexit.unregister(self.close)
+        self.flush()
+
+    def _take_token(self) -> bool:
+        """The bucket holds up to ``burst`` tokens and gains one per interval."""
+        tick = time.monotonic()
+        gained = (tick - self._refilled) / self.interval if self.interval > 0 else self.burst
+        self._tokens, self._refilled = min(self.burst, self._tokens + gained), tick
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
+
+    def _next_token_in(self) -> float:
+        """0 once there is something to write and a token to write it with (taken), else
+        the seconds until the next token."""
+        with self._lock:
+            if not self._held or self._take_token():
+                return 0.0
+            return (1 - self._tokens) * self.interval
+
+    def _hold_again(self, unwritten: list[tuple[tuple[str, str], Tally]]) -> None:
+        """Counts a flush could not write, back with those counted since, for later."""
+        with self._lock:
+            for key, tally in unwritten:
+                since = self._held.get(key)
+                if since is not None:
+                    tally.count += since.count
+                    tally.first_at = min(tally.first_at, since.first_at)
+                    tally.last_at = max(tally.last_at, since.last_at)
+                self._held[key] = tally
+            self._start()
+            self._wake.set()
+
+    def _start(self) -> None:
+        """The writing thread, started once per process (called with the lock held)."""
+        if self._thread is None and not self._closing.is_set():
+            self._thread = threading.Thread(
+                target=self._run, name="hooklatch-refusals", daemon=True
+            )
+            self._thread.start()
+            atexit.register(self.close)
+
+    def _run(self) -> None:
+        while not self._closing.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            while (delay := self._next_token_in()) > 0:
+                if self._closing.wait(delay):
+                    return  # close() writes what is held
+            self.flush()
