@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run install install-dev install-bench lint fmt test bench bench-smoke chaos
+.PHONY: run install install-dev install-bench lock lint fmt test bench bench-smoke chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,14 +19,34 @@ $(BIN)/python:
 # module needs a new link: these targets re-run the install every time.
 EDITABLE := --config-settings editable_mode=strict
 
+# Dependencies come from lock files with hashes (requirements/, made by `make lock` from
+# pyproject.toml): pip refuses anything whose hash differs. hooklatch itself is then
+# installed without dependencies, built with the locked setuptools.
+HASHED := --quiet --require-hashes --no-deps -r
+SELF := --quiet --no-deps --no-build-isolation $(EDITABLE) -e .
+
 install: $(BIN)/python
-	$(BIN)/pip install --quiet $(EDITABLE) -e .
+	$(BIN)/pip install $(HASHED) requirements/main.txt
+	$(BIN)/pip install $(SELF)
 
 install-dev: $(BIN)/python
-	$(BIN)/pip install --quiet $(EDITABLE) -e '.[dev]'
+	$(BIN)/pip install $(HASHED) requirements/dev.txt
+	$(BIN)/pip install $(SELF)
 
 install-bench: $(BIN)/python
-	$(BIN)/pip install --quiet $(EDITABLE) -e '.[dev,bench]'
+	$(BIN)/pip install $(HASHED) requirements/bench.txt
+	$(BIN)/pip install $(SELF)
+
+# Re-resolve the lock files after a change to pyproject.toml's dependencies.
+LOCK := .venv-lock/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+	--no-emit-index-url --no-emit-find-links pyproject.toml requirements/build.in
+
+lock:
+	$(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/pip install --quiet pip-tools
+	$(LOCK) -o requirements/main.txt
+	$(LOCK) --extra dev -o requirements/dev.txt
+	$(LOCK) --extra dev --extra bench -o requirements/bench.txt
 
 run: install
 	$(BIN)/hooklatch serve $(HOOKLATCH_SERVE_ARGS)
