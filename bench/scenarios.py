@@ -195,6 +195,10 @@ class Bench:
                 [
                     str(BIN / "gunicorn"),
                     "bench.baselines.naive_receiver:app",
+                    # gunicorn reads ./gunicorn.conf.py by default; the naive receiver's
+                    # one connection per process wants the sync workers it was built for.
+                    "--worker-class",
+                    "sync",
                     "--workers",
                     str(self.web_workers),
                     "--bind",
