@@ -82,14 +82,7 @@ def start_flood(url: str, plan: FloodPlan, seconds: float) -> subprocess.Popen[b
 
 def finish_flood(process: subprocess.Popen[bytes]) -> dict[str, Any]:
     """wrk's figures once it has finished: every answer must be a refusal (non-2xx)."""
-    _, status, usage = os.wait4(process.pid, 0)
-    stdout = process.stdout.read().decode() if process.stdout else ""
-    stderr = process.stderr.read().decode() if process.stderr else ""
-    process.returncode = os.waitstatus_to_exitcode(status)
-    lines = [line for line in stdout.splitlines() if line.startswith("BENCH ")]
-    if process.returncode != 0 or not lines:
-        raise BenchError(f"wrk failed ({process.returncode}): {stderr or stdout}")
-    data = json.loads(lines[-1][len("BENCH ") :])
+    data, usage = load.wrk_figures(process)
     seconds = data["duration_us"] / 1e6
     if data["status_errors"] != data["requests"]:
         raise BenchError(f"flood: {data['requests']} answered, {data['status_errors']} refused")

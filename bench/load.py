@@ -126,6 +126,19 @@ def wrk_path() -> str:
     return found
 
 
+def wrk_figures(process: subprocess.Popen[bytes]) -> tuple[dict[str, Any], Any]:
+    """Wait for a wrk run of our Lua scripts: the JSON its BENCH line carries, and the
+    resources it used."""
+    _, status, usage = os.wait4(process.pid, 0)
+    stdout = process.stdout.read().decode() if process.stdout else ""
+    stderr = process.stderr.read().decode() if process.stderr else ""
+    process.returncode = os.waitstatus_to_exitcode(status)
+    lines = [line for line in stdout.splitlines() if line.startswith("BENCH ")]
+    if process.returncode != 0 or not lines:
+        raise BenchError(f"wrk failed ({process.returncode}): {stderr or stdout}")
+    return json.loads(lines[-1][len("BENCH ") :]), usage
+
+
 def run_wrk(
     base_url: str, requests_file: Path, *, connections: int, seconds: float, threads: int = 1
 ) -> WrkResult:
@@ -144,14 +157,7 @@ def run_wrk(
         str(threads),
     ]
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    stdout = process.stdout.read().decode() if process.stdout else ""
-    stderr = process.stderr.read().decode() if process.stderr else ""
-    process.returncode = os.waitstatus_to_exitcode(status)
-    lines = [line for line in stdout.splitlines() if line.startswith("BENCH ")]
-    if process.returncode != 0 or not lines:
-        raise BenchError(f"wrk failed ({process.returncode}): {stderr or stdout}")
-    data = json.loads(lines[-1][len("BENCH ") :])
+    data, usage = wrk_figures(process)
     seconds = data["duration_us"] / 1e6
     return WrkResult(
         requests=data["requests"],

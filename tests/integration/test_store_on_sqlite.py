@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from alembic import command
 
-from hooklatch import create_app
 from hooklatch.migrations import alembic_config
 from tests.support.database import count, load_event
 from tests.support.pipeline import make_endpoint, post_json
@@ -19,21 +18,18 @@ FIRST_SEEN = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def embedded(settings, router, tmp_path):
-    """Makes a test client, and its runtime, on one SQLite database at ``now``."""
+def settings(settings, tmp_path):
+    """The embedded default: SQLite under the instance folder, no Redis."""
     sqlite = replace(settings, database_url=None, redis_url=None, instance_path=tmp_path / "db")
     sqlite.instance_path.mkdir()
     command.upgrade(alembic_config(sqlite.sqlalchemy_url), "head")
-    apps = []
+    return sqlite
 
-    def make(now):
-        app = create_app(sqlite, router=router, clock=lambda: now)
-        apps.append(app)
-        return app.test_client(), app.extensions["hooklatch"]
 
-    yield make
-    for app in apps:
-        app.extensions["hooklatch"].dispose()
+@pytest.fixture
+def embedded(client_at):
+    """Makes a test client, and its runtime, on one SQLite database at ``now``."""
+    return client_at
 
 
 def test_a_gitlab_token_is_not_stored_on_sqlite(embedded):
