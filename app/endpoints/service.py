@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import secrets as random_tokens
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
@@ -30,19 +31,40 @@ class ActiveEndpoint:
     options: dict[str, str] = field(default_factory=dict)
 
 
+# A refusal from a cached copy is confirmed against the database before it is answered,
+# but a flood of bad signatures must not make each one a query: per endpoint and process,
+# this many confirmations at once, then this many per second (a token bucket).
+RECHECK_BURST = 5
+RECHECKS_PER_SECOND = 5.0
+
+
 class EndpointCache:
     """Verification material of recently seen endpoints, per process.
 
     An entry is only ever used optimistically: the statement that stores the event
     also checks that the endpoint is still enabled with exactly these secrets, and a
     signature that fails against the cached secrets is checked again against the
-    database's before it is refused. So adding a secret, removing one and disabling an
-    endpoint all take effect at once, while the common request skips a query.
+    database's before it is refused (``may_recheck``). So adding a secret, removing one
+    and disabling an endpoint all take effect at once, while the common request skips a
+    query. Only while an endpoint's refusals come faster than the rechecks allowed is a
+    refusal answered from the cache: a secret added then is seen at the next recheck,
+    within 1 / ``rechecks_per_second`` seconds.
     """
 
-    def __init__(self, size: int = 1024) -> None:
+    def __init__(
+        self,
+        size: int = 1024,
+        *,
+        recheck_burst: int = RECHECK_BURST,
+        rechecks_per_second: float = RECHECKS_PER_SECOND,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.size = size
+        self.recheck_burst = recheck_burst
+        self.rechecks_per_second = rechecks_per_second
+        self.clock = clock
         self._entries: dict[str, ActiveEndpoint] = {}
+        self._rechecks: dict[str, tuple[float, float]] = {}  # id: (tokens, when counted)
 
     def get(self, endpoint_id: str) -> ActiveEndpoint | None:
         return self._entries.get(endpoint_id)
@@ -50,10 +72,21 @@ class EndpointCache:
     def put(self, endpoint: ActiveEndpoint) -> None:
         if len(self._entries) >= self.size and endpoint.id not in self._entries:
             self._entries.clear()
+            self._rechecks.clear()
         self._entries[endpoint.id] = endpoint
 
     def drop(self, endpoint_id: str) -> None:
         self._entries.pop(endpoint_id, None)
+
+    def may_recheck(self, endpoint_id: str) -> bool:
+        """Whether a refusal of ``endpoint_id``'s cached copy may be confirmed against the
+        database now (taking a token), or must be answered from the cache."""
+        now = self.clock()
+        tokens, counted = self._rechecks.get(endpoint_id, (self.recheck_burst, now))
+        tokens = min(self.recheck_burst, tokens + (now - counted) * self.rechecks_per_second)
+        allowed = tokens >= 1
+        self._rechecks[endpoint_id] = (tokens - 1 if allowed else tokens, now)
+        return allowed
 
 
 ENCRYPTED = "fernet:"

@@ -133,7 +133,8 @@ def _ingest(
 
     On PostgreSQL the endpoint usually comes from the cache and storing is the one round
     trip; anything a cached copy could get wrong (a signature it refuses, a handshake,
-    an endpoint changed since) is done again from the database before answering.
+    an endpoint changed since) is done again from the database before answering, except
+    a refusal while the endpoint's refusals outrun its rechecks (EndpointCache).
     """
     again = partial(_ingest, runtime, endpoint_id, url, headers, body, connection, reads=reads + 1)
     cache = None if reads else runtime.endpoints
@@ -148,7 +149,7 @@ def _ingest(
     try:
         provider.verify(delivery, secrets=endpoint.secrets, now=runtime.clock())
     except VerificationError as exc:
-        if cache is not None:
+        if cache is not None and cache.may_recheck(endpoint_id):
             return again()
         # How many secrets were tried tells a rotation gone wrong at a glance.
         exc.facts.setdefault("provider", endpoint.provider)

@@ -136,3 +136,58 @@ def test_a_naive_time_from_a_plugin_is_stored_as_utc(runtime):
             "SELECT occurred_at FROM events WHERE external_id = 'evt_naive'"
         ).scalar_one()
     assert stored.isoformat() == "2026-01-01T12:00:00+00:00"
+
+
+def endpoint_reads(runtime, send):
+    """How many times ``send`` read an endpoint from the database, and what it returned."""
+    from sqlalchemy import event
+
+    reads = []
+
+    def seen(conn, cursor, statement, *args):
+        if "endpoint_secrets" in statement and statement.lstrip().upper().startswith("SELECT"):
+            reads.append(statement)
+
+    event.listen(runtime.ingest_engine, "before_cursor_execute", seen)
+    try:
+        result = send()
+    finally:
+        event.remove(runtime.ingest_engine, "before_cursor_execute", seen)
+    return len(reads), result
+
+
+def test_a_flood_of_bad_signatures_reads_the_endpoint_a_few_times_not_once_each(
+    client, runtime
+):
+    import time
+
+    from hooklatch.endpoints.service import RECHECK_BURST, RECHECKS_PER_SECOND
+
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    assert post_stripe(client, endpoint, "evt_f_0", SECRET).status_code == 200
+    started = time.monotonic()
+    reads, answers = endpoint_reads(
+        runtime,
+        lambda: [post_stripe(client, endpoint, f"evt_f_{n}", "whsec_forged") for n in range(200)],
+    )
+    elapsed = time.monotonic() - started
+    assert {(a.status_code, a.json["error"]) for a in answers} == {(401, "bad_signature")}
+    assert reads <= RECHECK_BURST + RECHECKS_PER_SECOND * elapsed + 1, (reads, elapsed)
+
+
+def test_a_secret_added_during_a_flood_verifies_within_a_recheck(client, runtime):
+    import time
+
+    from hooklatch.endpoints.service import RECHECKS_PER_SECOND, add_secret, get_endpoint
+
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    for n in range(50):
+        post_stripe(client, endpoint, f"evt_g_{n}", "whsec_forged")
+    with runtime.session_factory.begin() as session:
+        add_secret(session, get_endpoint(session, endpoint), "whsec_added", box=runtime.box)
+    deadline = time.monotonic() + 2 / RECHECKS_PER_SECOND
+    while (answer := post_stripe(client, endpoint, "evt_g_new", "whsec_added")).status_code != 200:
+        assert answer.status_code == 401
+        assert time.monotonic() < deadline, "the new secret was not seen"
+        time.sleep(0.02)
+    assert count(runtime, "SELECT count(*) FROM events WHERE external_id = 'evt_g_new'") == 1

@@ -37,3 +37,41 @@ def test_a_full_cache_starts_afresh_rather_than_growing():
 
 def test_secrets_are_not_shown_in_its_repr():
     assert "s3cret" not in repr(endpoint("ep_a", ["s3cret"]))
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_refusals_are_rechecked_a_few_at_once_then_a_few_per_second():
+    clock = Clock()
+    cache = EndpointCache(recheck_burst=3, rechecks_per_second=2, clock=clock)
+    cache.put(endpoint("ep_a"))
+    assert [cache.may_recheck("ep_a") for _ in range(5)] == [True, True, True, False, False]
+    clock.now += 0.4  # not yet a whole token
+    assert not cache.may_recheck("ep_a")
+    clock.now += 0.1
+    assert cache.may_recheck("ep_a")
+    assert not cache.may_recheck("ep_a")
+    clock.now += 60  # a quiet minute refills the burst, no more
+    assert [cache.may_recheck("ep_a") for _ in range(4)] == [True, True, True, False]
+
+
+def test_each_endpoint_has_its_own_rechecks():
+    cache = EndpointCache(recheck_burst=1, rechecks_per_second=1, clock=Clock())
+    assert cache.may_recheck("ep_a")
+    assert not cache.may_recheck("ep_a")
+    assert cache.may_recheck("ep_b")
+
+
+def test_a_full_cache_forgets_rechecks_with_its_entries():
+    cache = EndpointCache(size=2, recheck_burst=1, rechecks_per_second=1, clock=Clock())
+    for name in ("ep_a", "ep_b"):
+        cache.put(endpoint(name))
+        assert cache.may_recheck(name)
+    cache.put(endpoint("ep_c"))
+    assert cache._rechecks == {}
