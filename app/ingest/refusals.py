@@ -9,6 +9,11 @@ that finds a token, or by a background thread when no request comes. Whatever is
 held is written when the process exits normally (``atexit``: a gunicorn worker stopped
 or restarted, sync, gthread or gevent) and by ``Runtime.dispose``.
 
+The same budget bounds the log: a refusal whose count is written at once is logged one
+by one, with its facts (``add`` says so); the others are summed up in one line per
+endpoint and reason when their count is written. A flood writes a few lines per
+interval, not one per request.
+
 The thread is started by the first refusal, in the process that counts it: never in a
 gunicorn master that forks its workers afterwards. Under gevent's monkey-patching it is
 a greenlet, and the lock and events below are gevent's.
@@ -42,6 +47,7 @@ class Tally:
     count: int
     first_at: datetime
     last_at: datetime
+    logged: int = 0  # of them, logged one by one
 
 
 class RefusalCounter:
@@ -66,22 +72,25 @@ class RefusalCounter:
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def add(self, endpoint_id: str, reason: str, *, now: datetime) -> None:
-        """Count one refusal; written now if a token is free, else within the interval."""
+    def add(self, endpoint_id: str, reason: str, *, now: datetime) -> bool:
+        """Count one refusal; written now if a token is free, else within the interval.
+        True when it is written now: the caller logs it one by one."""
         reason = reason[:REASON_LENGTH]
         with self._lock:
             tally = self._held.get((endpoint_id, reason))
             if tally is None:
-                self._held[(endpoint_id, reason)] = Tally(1, now, now)
-            else:
-                tally.count += 1
-                tally.first_at, tally.last_at = min(tally.first_at, now), max(tally.last_at, now)
+                tally = self._held[(endpoint_id, reason)] = Tally(0, now, now)
+            tally.count += 1
+            tally.first_at, tally.last_at = min(tally.first_at, now), max(tally.last_at, now)
             write_now = self._take_token()
-            if not write_now:
+            if write_now:
+                tally.logged += 1
+            else:
                 self._start()
                 self._wake.set()
         if write_now:
             self.flush()
+        return write_now
 
     def flush(self) -> None:
         """Write every held count: one upsert per endpoint and reason."""
@@ -104,6 +113,7 @@ class RefusalCounter:
                 return
             except SQLAlchemyError as error:  # the endpoint was deleted meanwhile
                 log.debug("refusals not counted: %s", type(error).__name__)
+            _log_summed(endpoint_id, reason, tally)
 
     def close(self) -> None:
         """Stop the thread and write what is held; the counter counts no more after this."""
@@ -139,6 +149,7 @@ class RefusalCounter:
                 since = self._held.get(key)
                 if since is not None:
                     tally.count += since.count
+                    tally.logged += since.logged
                     tally.first_at = min(tally.first_at, since.first_at)
                     tally.last_at = max(tally.last_at, since.last_at)
                 self._held[key] = tally
@@ -162,3 +173,19 @@ class RefusalCounter:
                 if self._closing.wait(delay):
                     return  # close() writes what is held
             self.flush()
+
+
+def _log_summed(endpoint_id: str, reason: str, tally: Tally) -> None:
+    """One line for the refusals of a tally that were not logged one by one."""
+    summed = tally.count - tally.logged
+    if summed > 0:
+        log.warning(
+            "refused deliveries: %d more for endpoint %s, %s, from %s to %s "
+            "(not logged one by one)",
+            summed,
+            endpoint_id,
+            reason,
+            tally.first_at.isoformat(timespec="seconds"),
+            tally.last_at.isoformat(timespec="seconds"),
+            extra={"reason": reason, "endpoint_id": endpoint_id, "refusals": summed},
+        )

@@ -197,9 +197,12 @@ def _refused(
     headers: dict[str, str],
     body: bytes,
 ) -> None:
-    """Log a refusal with safe facts only (never a secret, never the body), and count it
-    by endpoint and reason, in memory: the counts are written a few times per flush
-    interval, not once per refusal. Counting is best effort: it never changes the answer."""
+    """Count a refusal by endpoint and reason, in memory (the counts are written a few
+    times per flush interval, not once per refusal), and log it with safe facts only
+    (never a secret, never the body) when its count is written at once; the others are
+    summed up when theirs is. Counting is best effort: it never changes the answer."""
+    if not runtime.refusals.add(endpoint_id, exc.reason, now=runtime.clock()):
+        return  # summed up in one line when its count is written (app/ingest/refusals.py)
     facts = "".join(f"; {key} {value}" for key, value in sorted(exc.facts.items()))
     log.warning(
         "refused delivery: %s (%s); headers present: %s; body %d bytes sha256 %s%s",
@@ -211,7 +214,6 @@ def _refused(
         facts,
         extra={"reason": exc.reason},
     )
-    runtime.refusals.add(endpoint_id, exc.reason, now=runtime.clock())
 
 
 def _with_store(runtime: Runtime, work: Callable[[Connection], T]) -> T:

@@ -156,9 +156,7 @@ def endpoint_reads(runtime, send):
     return len(reads), result
 
 
-def test_a_flood_of_bad_signatures_reads_the_endpoint_a_few_times_not_once_each(
-    client, runtime
-):
+def test_a_flood_of_bad_signatures_reads_the_endpoint_a_few_times_not_once_each(client, runtime):
     import time
 
     from hooklatch.endpoints.service import RECHECK_BURST, RECHECKS_PER_SECOND

@@ -2,6 +2,7 @@
 per flush interval, not once each: a flood of bad signatures costs a bounded number of
 writes, and the counts `hooklatch endpoints show` reads are exact once flushed."""
 
+import logging
 import math
 import sys
 import time
@@ -78,6 +79,31 @@ def test_a_flood_of_bad_signatures_costs_a_bounded_number_of_writes(flood):
     bound = runtime.refusals.burst + math.ceil(elapsed / interval) + 1
     assert len(writes.seen) <= bound, (len(writes.seen), bound)
     assert refused(runtime, endpoint) == 400
+
+
+def test_a_flood_is_logged_a_line_per_write_and_every_refusal_is_accounted_for(flood, caplog):
+    """The first refusals are logged one by one; the rest of a flood are summed up in a
+    line per endpoint and reason each time their count is written."""
+    import re
+
+    client, runtime = flood
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    interval = runtime.settings.refusal_flush_seconds
+    caplog.set_level(logging.WARNING)
+    started = time.monotonic()
+    bad_signatures(client, endpoint, 400)
+    elapsed = time.monotonic() - started
+    runtime.refusals.flush()
+    messages = [r.getMessage() for r in caplog.records]
+    one_by_one = [m for m in messages if m.startswith("refused delivery:")]
+    summed = [m for m in messages if m.startswith("refused deliveries:")]
+    assert len(one_by_one) + len(summed) <= 2 * (
+        runtime.refusals.burst + math.ceil(elapsed / interval) + 1
+    ), (len(one_by_one), len(summed))
+    assert len(one_by_one) >= runtime.refusals.burst
+    counts = [int(re.match(r"refused deliveries: (\d+) ", m).group(1)) for m in summed]
+    assert len(one_by_one) + sum(counts) == 400
+    assert all(endpoint in m and "bad_signature" in m for m in summed), summed
 
 
 def test_counts_are_written_within_the_interval_without_another_request(flood):
