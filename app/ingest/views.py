@@ -13,7 +13,7 @@ from psycopg2.errorcodes import FEATURE_NOT_SUPPORTED, INVALID_SQL_STATEMENT_NAM
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from hooklatch.endpoints.service import active_endpoint
+from hooklatch.endpoints.service import ActiveEndpoint, active_endpoint
 from hooklatch.errors import (
     BodyTooLarge,
     MethodNotAllowed,
@@ -36,10 +36,12 @@ def receive(endpoint_id: str) -> Any:
     runtime = current_runtime()
     body = _read_body(runtime.settings.max_body_bytes)
     headers = {name.lower(): value for name, value in request.headers.items()}
+    url = _url(runtime)
     with bind(endpoint_id=endpoint_id):
         try:
+            cached = _verified_by_cache(runtime, endpoint_id, url, headers, body)
             outcome = _with_store(
-                runtime, partial(_ingest, runtime, endpoint_id, _url(runtime), headers, body)
+                runtime, partial(_ingest, runtime, endpoint_id, url, headers, body, cached=cached)
             )
         except VerificationError as exc:
             _refused(runtime, endpoint_id, exc, headers, body)
@@ -119,6 +121,37 @@ def _provider(runtime: Runtime, name: str) -> Provider:
         raise ProviderUnavailable(str(exc)) from exc
 
 
+def _verified_by_cache(
+    runtime: Runtime, endpoint_id: str, url: str, headers: dict[str, str], body: bytes
+) -> ActiveEndpoint | None:
+    """The endpoint's cached copy if it verifies the delivery, before any connection is
+    taken; None when nothing is cached or a refusal is to be confirmed by the database
+    (``_ingest`` reads it); the refusal itself while the endpoint's refusals outrun its
+    rechecks (EndpointCache), so that a flood of bad signatures costs no database work."""
+    cache = runtime.endpoints
+    endpoint = cache.get(endpoint_id) if cache is not None else None
+    if cache is None or endpoint is None:
+        return None
+    try:
+        _verify(runtime, endpoint, Delivery("POST", url, headers, body, endpoint.options))
+    except VerificationError:
+        if cache.may_recheck(endpoint_id):
+            return None
+        raise
+    return endpoint
+
+
+def _verify(runtime: Runtime, endpoint: ActiveEndpoint, delivery: Delivery) -> None:
+    provider = _provider(runtime, endpoint.provider)
+    try:
+        provider.verify(delivery, secrets=endpoint.secrets, now=runtime.clock())
+    except VerificationError as exc:
+        # How many secrets were tried tells a rotation gone wrong at a glance.
+        exc.facts.setdefault("provider", endpoint.provider)
+        exc.facts.setdefault("active_secrets", len(endpoint.secrets))
+        raise
+
+
 def _ingest(
     runtime: Runtime,
     endpoint_id: str,
@@ -127,43 +160,35 @@ def _ingest(
     body: bytes,
     connection: Connection,
     *,
+    cached: ActiveEndpoint | None = None,
     reads: int = 0,
 ) -> Response | list[Recorded]:
     """Look up, verify, answer a handshake or store.
 
-    On PostgreSQL the endpoint usually comes from the cache and storing is the one round
-    trip; anything a cached copy could get wrong (a signature it refuses, a handshake,
-    an endpoint changed since) is done again from the database before answering, except
-    a refusal while the endpoint's refusals outrun its rechecks (EndpointCache).
+    On PostgreSQL the endpoint usually comes from the cache, already verified, and
+    storing is the one round trip; anything a cached copy could get wrong (a signature
+    it refuses, a handshake, an endpoint changed since) is done again from the database
+    before answering, except a refusal while the endpoint's refusals outrun its rechecks.
     """
     again = partial(_ingest, runtime, endpoint_id, url, headers, body, connection, reads=reads + 1)
-    cache = None if reads else runtime.endpoints
-    endpoint = cache.get(endpoint_id) if cache is not None else None
+    endpoint = cached
     if endpoint is None:
-        cache = None
         endpoint = active_endpoint(connection, endpoint_id, box=runtime.box)
         if runtime.endpoints is not None:
             runtime.endpoints.put(endpoint)
     provider = _provider(runtime, endpoint.provider)
     delivery = Delivery("POST", url, headers, body, endpoint.options)
-    try:
-        provider.verify(delivery, secrets=endpoint.secrets, now=runtime.clock())
-    except VerificationError as exc:
-        if cache is not None and cache.may_recheck(endpoint_id):
-            return again()
-        # How many secrets were tried tells a rotation gone wrong at a glance.
-        exc.facts.setdefault("provider", endpoint.provider)
-        exc.facts.setdefault("active_secrets", len(endpoint.secrets))
-        raise
+    if cached is None:
+        _verify(runtime, endpoint, delivery)
     handshake = provider.handshake(delivery, secrets=endpoint.secrets)
     if handshake is not None:
-        if cache is not None:
+        if cached is not None:
             return again()
         return Response(
             handshake.body, status=handshake.status, content_type=handshake.content_type
         )
     incoming = provider.parse(delivery)
-    if not incoming and cache is not None:
+    if not incoming and cached is not None:
         return again()  # nothing to store means no guard ran: confirm the endpoint first
     try:
         return record_events(
