@@ -66,6 +66,9 @@ class RefusalCounter:
         self.burst = burst
         self._held: dict[tuple[str, str], Tally] = {}
         self._lock = threading.Lock()
+        # One write at a time: refusals counted at the same moment (a flood's first one)
+        # must not each take a database connection.
+        self._writing = threading.Lock()
         self._tokens = float(burst)
         self._refilled = time.monotonic()
         self._wake = threading.Event()
@@ -73,29 +76,44 @@ class RefusalCounter:
         self._thread: threading.Thread | None = None
 
     def add(self, endpoint_id: str, reason: str, *, now: datetime) -> bool:
-        """Count one refusal; written now if a token is free, else within the interval.
-        True when it is written now: the caller logs it one by one."""
+        """Count one refusal; written now if a token is free (and no other write is under
+        way), else within the interval. True when a token was free: the caller logs it
+        one by one."""
         reason = reason[:REASON_LENGTH]
+        if self.interval <= 0:  # no batching: this refusal's own upsert, as it comes
+            self._write({(endpoint_id, reason): Tally(1, now, now, logged=1)})
+            return True
         with self._lock:
             tally = self._held.get((endpoint_id, reason))
             if tally is None:
                 tally = self._held[(endpoint_id, reason)] = Tally(0, now, now)
             tally.count += 1
             tally.first_at, tally.last_at = min(tally.first_at, now), max(tally.last_at, now)
-            write_now = self._take_token()
-            if write_now:
+            token = self._take_token()
+            if token:
                 tally.logged += 1
-            else:
+        if token and self._writing.acquire(blocking=False):
+            try:
+                self._write_held()
+            finally:
+                self._writing.release()
+        else:
+            with self._lock:
                 self._start()
-                self._wake.set()
-        if write_now:
-            self.flush()
-        return write_now
+            self._wake.set()
+        return token
 
     def flush(self) -> None:
         """Write every held count: one upsert per endpoint and reason."""
+        with self._writing:
+            self._write_held()
+
+    def _write_held(self) -> None:
         with self._lock:
             held, self._held = self._held, {}
+        self._write(held)
+
+    def _write(self, held: dict[tuple[str, str], Tally]) -> None:
         for position, ((endpoint_id, reason), tally) in enumerate(held.items()):
             try:
                 with self.connect() as connection:

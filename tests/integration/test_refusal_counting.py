@@ -116,6 +116,64 @@ def test_counts_are_written_within_the_interval_without_another_request(flood):
     wait_for(lambda: refused(runtime, endpoint) == 60, timeout=4 * interval + 1, interval=0.05)
 
 
+def test_refusals_counted_at_the_same_moment_are_written_on_one_connection(flood):
+    """Many requests refused at once (a flood's first moment) must not each open a
+    database connection to write their count: one writes, the others' counts wait."""
+    import threading
+    from contextlib import contextmanager
+
+    _, runtime = flood
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    lock, open_now, most = threading.Lock(), [0], [0]
+
+    @contextmanager
+    def counted_connect():
+        with lock:
+            open_now[0] += 1
+            most[0] = max(most[0], open_now[0])
+        try:
+            time.sleep(0.05)  # a write that takes a while, so that others overlap it
+            with runtime.ingest_connection() as connection:
+                yield connection
+        finally:
+            with lock:
+                open_now[0] -= 1
+
+    runtime.refusals.connect = counted_connect
+    threads = [
+        threading.Thread(
+            target=runtime.refusals.add,
+            args=(endpoint, "bad_signature"),
+            kwargs={"now": runtime.clock()},
+        )
+        for _ in range(runtime.refusals.burst)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    interval = runtime.settings.refusal_flush_seconds
+    wait_for(
+        lambda: refused(runtime, endpoint) == runtime.refusals.burst,
+        timeout=4 * interval + 1,
+        interval=0.05,
+    )
+    assert most[0] == 1
+
+
+def test_a_flush_interval_of_zero_writes_each_refusal_with_its_own_statement(settings, router):
+    app = create_app(replace(settings, refusal_flush_seconds=0), router=router)
+    runtime = app.extensions["hooklatch"]
+    try:
+        endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+        with Writes(runtime) as writes:
+            bad_signatures(app.test_client(), endpoint, 25)
+        assert len(writes.seen) == 25
+        assert refused(runtime, endpoint) == 25
+    finally:
+        runtime.dispose()
+
+
 def test_a_few_refusals_are_written_at_once(client, runtime):
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
     bad_signatures(client, endpoint, 3)
