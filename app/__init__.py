@@ -41,7 +41,7 @@ def create_app(
     from hooklatch.admin.views import bp as admin_bp
     from hooklatch.errors import register_error_handlers
     from hooklatch.health import bp as health_bp
-    from hooklatch.ingest.views import bp as ingest_bp
+    from hooklatch.ingest.views import IngestRoute
     from hooklatch.runtime import build_runtime
 
     settings = settings or Settings.from_env()
@@ -52,9 +52,9 @@ def create_app(
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["hooklatch"] = runtime
     register_error_handlers(app)
-    app.register_blueprint(ingest_bp)
     app.register_blueprint(health_bp)
     app.register_blueprint(admin_bp)
+    app.wsgi_app = IngestRoute(app.wsgi_app, runtime)  # type: ignore[method-assign]
     if runtime.settings.embedded and runtime.settings.start_dispatcher:
         from hooklatch.workers.relay.dispatcher import start_embedded_dispatcher
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Response
+
+if TYPE_CHECKING:
+    from flask import Flask
 
 log = logging.getLogger(__name__)
 # What a caller is told when the server's own set-up (plugins, keys) stops a delivery.
@@ -124,30 +129,47 @@ class SecretUnavailable(HooklatchError):
     public_message = UNAVAILABLE
 
 
+def json_response(
+    body: Any, status: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
+    """A JSON answer, written as Flask's ``jsonify`` writes it."""
+    text = json.dumps(body, separators=(",", ":")) + "\n"
+    return Response(text, status=status, headers=dict(headers or {}), mimetype="application/json")
+
+
+def error_response(exc: HooklatchError, method: str, path: str) -> Response:
+    """``{"error": reason, "message": ...}`` with the error's status and headers. Where
+    the message is about the server's own set-up, it goes to the log instead."""
+    message = exc.message
+    if exc.public_message is not None:
+        log.error(
+            "%s %s answered %d %s: %s",
+            method,
+            path,
+            exc.status_code,
+            exc.reason,
+            exc.message,
+            extra={"reason": exc.reason},
+        )
+        message = exc.public_message
+    return json_response({"error": exc.reason, "message": message}, exc.status_code, exc.headers)
+
+
+def http_error_response(exc: HTTPException) -> Response:
+    reason = HTTP_REASONS.get(exc.code or 500, "http_error")
+    return json_response({"error": reason, "message": exc.description}, exc.code or 500)
+
+
 def register_error_handlers(app: Flask) -> None:
+    from flask import request
+
     @app.errorhandler(HooklatchError)
-    def _render(exc: HooklatchError) -> tuple[Response, int]:
-        message = exc.message
-        if exc.public_message is not None:
-            log.error(
-                "%s %s answered %d %s: %s",
-                request.method,
-                request.path,
-                exc.status_code,
-                exc.reason,
-                exc.message,
-                extra={"reason": exc.reason},
-            )
-            message = exc.public_message
-        response = jsonify(error=exc.reason, message=message)
-        response.headers.update(exc.headers)
-        return response, exc.status_code
+    def _render(exc: HooklatchError) -> Response:
+        return error_response(exc, request.method, request.path)
 
     @app.errorhandler(HTTPException)
-    def _render_http(exc: HTTPException) -> tuple[Response, int]:
-        reason = HTTP_REASONS.get(exc.code or 500, "http_error")
-        response = jsonify(error=reason, message=exc.description)
-        return response, exc.code or 500
+    def _render_http(exc: HTTPException) -> Response:
+        return http_error_response(exc)
 
 
 HTTP_REASONS = {

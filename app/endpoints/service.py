@@ -35,7 +35,7 @@ class ActiveEndpoint:
 # but a flood of bad signatures must not make each one a query: per endpoint and process,
 # this many confirmations at once, then this many per second (a token bucket).
 RECHECK_BURST = 5
-RECHECKS_PER_SECOND = 5.0
+RECHECKS_PER_SECOND = 1.0
 
 
 class EndpointCache:

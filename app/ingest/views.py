@@ -1,42 +1,89 @@
-"""POST /hooks/<endpoint-id>: look up, verify, record, answer."""
+"""POST /hooks/<endpoint-id>: look up, verify, record, answer.
+
+The route is served beneath Flask (``IngestRoute`` wraps the app's WSGI callable): the
+URL is public, and every request to it, a flood of bad signatures included, would
+otherwise pay for Flask's request context, routing and error handlers, which it does
+not use. Everything else goes on to Flask. Errors are answered as Flask's handlers
+answer them (hooklatch.errors).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from flask import Blueprint, Response, request
 from psycopg2.errorcodes import FEATURE_NOT_SUPPORTED, INVALID_SQL_STATEMENT_NAME
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Request, Response
 
 from hooklatch.endpoints.service import ActiveEndpoint, active_endpoint
 from hooklatch.errors import (
     BodyTooLarge,
+    HooklatchError,
     MethodNotAllowed,
     ProviderUnavailable,
     StoreUnavailable,
     VerificationError,
+    error_response,
+    http_error_response,
+    json_response,
 )
 from hooklatch.ingest.store import ACCEPTED, DUPLICATE, EndpointChanged, Recorded, record_events
 from hooklatch.logs import bind
 from hooklatch.providers.base import Delivery, Provider
-from hooklatch.runtime import Runtime, current_runtime
+from hooklatch.runtime import Runtime
 
-bp = Blueprint("ingest", __name__)
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+PREFIX = "/hooks/"
 
 
-@bp.post("/hooks/<endpoint_id>")
-def receive(endpoint_id: str) -> Any:
-    runtime = current_runtime()
-    body = _read_body(runtime.settings.max_body_bytes)
+class IngestRoute:
+    """WSGI middleware: ``/hooks/<endpoint-id>`` answered here, any other path by ``app``."""
+
+    def __init__(self, app: WSGIApplication, runtime: Runtime) -> None:
+        self.app = app
+        self.runtime = runtime
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        path: str = environ.get("PATH_INFO", "")
+        endpoint_id = path[len(PREFIX) :]
+        if not path.startswith(PREFIX) or not endpoint_id or "/" in endpoint_id:
+            return self.app(environ, start_response)
+        request = Request(environ)
+        try:
+            response = self.answer(request, endpoint_id)
+        except HooklatchError as exc:
+            response = error_response(exc, request.method, request.path)
+        except HTTPException as exc:
+            response = http_error_response(exc)
+        except Exception:
+            log.exception("%s %s answered 500", request.method, request.path)
+            response = json_response(
+                {"error": "internal_error", "message": "internal server error"}, 500
+            )
+        return response(environ, start_response)
+
+    def answer(self, request: Request, endpoint_id: str) -> Response:
+        if request.method == "POST":
+            return receive(self.runtime, request, endpoint_id)
+        if request.method in ("GET", "HEAD"):
+            return challenge(self.runtime, request, endpoint_id)
+        raise MethodNotAllowed(f"{request.method} is not answered here; deliveries are POSTed")
+
+
+def receive(runtime: Runtime, request: Request, endpoint_id: str) -> Response:
+    body = _read_body(request, runtime.settings.max_body_bytes)
     headers = {name.lower(): value for name, value in request.headers.items()}
-    url = _url(runtime)
+    url = _url(runtime, request)
     with bind(endpoint_id=endpoint_id):
         try:
             cached = _verified_by_cache(runtime, endpoint_id, url, headers, body)
@@ -51,23 +98,24 @@ def receive(endpoint_id: str) -> Any:
     accepted = any(item.status == ACCEPTED for item in outcome)
     if accepted:
         runtime.wake_dispatcher()
-    return {
-        "status": ACCEPTED if accepted else DUPLICATE,
-        "events": [item.as_json() for item in outcome],
-    }
+    return json_response(
+        {
+            "status": ACCEPTED if accepted else DUPLICATE,
+            "events": [item.as_json() for item in outcome],
+        }
+    )
 
 
-@bp.get("/hooks/<endpoint_id>")
-def challenge(endpoint_id: str) -> Any:
+def challenge(runtime: Runtime, request: Request, endpoint_id: str) -> Response:
     """An unsigned GET handshake (Meta's hub.challenge), if the provider has one."""
-    runtime = current_runtime()
     headers = {name.lower(): value for name, value in request.headers.items()}
+    url = _url(runtime, request)
     with bind(endpoint_id=endpoint_id):
 
         def answer(connection: Connection) -> Response | None:
             endpoint = active_endpoint(connection, endpoint_id, box=runtime.box)
             provider = _provider(runtime, endpoint.provider)
-            delivery = Delivery("GET", _url(runtime), headers, b"", endpoint.options)
+            delivery = Delivery("GET", url, headers, b"", endpoint.options)
             response = provider.challenge(delivery, secrets=endpoint.secrets)
             if response is None:
                 return None
@@ -85,7 +133,7 @@ def challenge(endpoint_id: str) -> Any:
     return response
 
 
-def _read_body(limit: int) -> bytes:
+def _read_body(request: Request, limit: int) -> bytes:
     """The raw body; 413 when it is longer than ``limit`` bytes, however it is framed.
 
     A Content-Length over the limit is refused before anything is read. A body of unknown
@@ -108,7 +156,7 @@ def _read_body(limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _url(runtime: Runtime) -> str:
+def _url(runtime: Runtime, request: Request) -> str:
     """The URL the provider called: the public base URL, the path and the query string."""
     query = request.query_string.decode("latin-1")
     return runtime.settings.public_url + request.path + (f"?{query}" if query else "")
