@@ -1,5 +1,6 @@
 """gunicorn settings for `gunicorn wsgi:app -c gunicorn.conf.py` (the Procfile's web)."""
 
+import gc
 import multiprocessing
 import os
 import sys
@@ -28,7 +29,13 @@ forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 def post_worker_init(worker):
     """Under gevent (the worker has monkey-patched before this runs), psycopg2 waits for
     PostgreSQL through gevent's hub, so a request waiting on the database lets the
-    worker's other requests run."""
+    worker's other requests run.
+
+    What the worker has loaded by now (the app, its libraries: about 100,000 objects)
+    lives as long as the worker; frozen, a full garbage collection does not walk it.
+    Unfrozen, each full collection stalled every request of the worker for 40-80 ms
+    under a flood of refusals (docs/benchmarks.md)."""
+    gc.freeze()
     monkey = sys.modules.get("gevent.monkey")
     if monkey is not None and monkey.is_module_patched("socket"):
         from psycogreen.gevent import patch_psycopg
