@@ -94,13 +94,20 @@ class OutboxEntry(Base):
             postgresql_where=text("job_id IS NULL"),
             sqlite_where=text("job_id IS NULL"),
         ),
+        # Rows are found by a replay, never by its absence: NULLs (every row that is not a
+        # replay) left in this index let a planner without statistics pair it with the
+        # event_id index and read every outbox row for each pending event.
+        Index(
+            "ix_outbox_replay_id",
+            "replay_id",
+            postgresql_where=text("replay_id IS NOT NULL"),
+            sqlite_where=text("replay_id IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"), index=True)
-    replay_id: Mapped[int | None] = mapped_column(
-        ForeignKey("replays.id", ondelete="CASCADE"), index=True
-    )
+    replay_id: Mapped[int | None] = mapped_column(ForeignKey("replays.id", ondelete="CASCADE"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     job_id: Mapped[str | None] = mapped_column(String(64))
     dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -84,8 +84,6 @@ def test_a_flood_of_bad_signatures_costs_a_bounded_number_of_writes(flood):
 def test_a_flood_is_logged_a_line_per_write_and_every_refusal_is_accounted_for(flood, caplog):
     """The first refusals are logged one by one; the rest of a flood are summed up in a
     line per endpoint and reason each time their count is written."""
-    import re
-
     client, runtime = flood
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
     interval = runtime.settings.refusal_flush_seconds
@@ -101,7 +99,7 @@ def test_a_flood_is_logged_a_line_per_write_and_every_refusal_is_accounted_for(f
         runtime.refusals.burst + math.ceil(elapsed / interval) + 1
     ), (len(one_by_one), len(summed))
     assert len(one_by_one) >= runtime.refusals.burst
-    counts = [int(re.match(r"refused deliveries: (\d+) ", m).group(1)) for m in summed]
+    counts = [int(m.split()[2]) for m in summed]  # "refused deliveries: 37 more for ..."
     assert len(one_by_one) + sum(counts) == 400
     assert all(endpoint in m and "bad_signature" in m for m in summed), summed
 
