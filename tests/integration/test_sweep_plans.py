@@ -4,12 +4,14 @@ with autovacuum off."""
 
 import json
 
+import pytest
 from sqlalchemy import event
 
 from tests.support.pipeline import make_endpoint
 from tests.support.relay import relay_for
 
-PENDING = 2000
+# Which plan a planner without statistics picks changes with the backlog's size.
+SIZES = [300, 1000, 2500, 5000]
 
 
 def pending_events_with_their_outbox_rows(runtime, n):
@@ -45,9 +47,10 @@ def statements_of(runtime, call):
     return seen
 
 
-def index_entries_read(runtime, statement, parameters):
-    """Rows that index and bitmap scans returned, over all their loops, when PostgreSQL
-    runs ``statement`` (in a transaction rolled back)."""
+def rows_read(runtime, statement, parameters):
+    """Rows that scans and materialised results returned, over all their loops, and rows
+    a join filter removed, when PostgreSQL runs ``statement`` (in a transaction rolled
+    back)."""
     with runtime.engine.connect() as connection:
         transaction = connection.begin()
         try:
@@ -61,8 +64,9 @@ def index_entries_read(runtime, statement, parameters):
 
     def walk(node):
         nonlocal total
-        if "Index" in node["Node Type"]:
+        if "Scan" in node["Node Type"] or node["Node Type"] == "Materialize":
             total += node["Actual Rows"] * node["Actual Loops"]
+        total += node.get("Rows Removed by Join Filter", 0)
         for child in node.get("Plans", []):
             walk(child)
 
@@ -70,22 +74,25 @@ def index_entries_read(runtime, statement, parameters):
     return total
 
 
-def test_finding_due_work_reads_each_pending_event_once_not_every_outbox_row_each(runtime):
+@pytest.mark.parametrize("pending", SIZES)
+def test_finding_due_work_reads_each_pending_event_once_not_every_outbox_row_each(runtime, pending):
     """Without statistics the planner paired the outbox's replay_id index, NULLs and all,
-    with its event_id index: each pending event read every outbox row (4 million index
-    entries for 2,000 events, a quarter of a second of PostgreSQL's CPU each sweep)."""
-    pending_events_with_their_outbox_rows(runtime, PENDING)
+    with its event_id index, or ran the outbox's whole table once per event: each pending
+    event read every outbox row (4 million rows for 2,000 events, a quarter of a second
+    of PostgreSQL's CPU each sweep, every sweep)."""
+    pending_events_with_their_outbox_rows(runtime, pending)
     relay, _ = relay_for(runtime)
     statements = statements_of(runtime, relay.sweep._sweep_due)
     [(due, parameters)] = [s for s in statements if "NOT (EXISTS" in s[0]][:1]
-    assert index_entries_read(runtime, due, parameters) <= 10 * PENDING
+    assert rows_read(runtime, due, parameters) <= 10 * pending
 
 
-def test_no_query_of_a_sweep_reads_more_than_a_few_index_entries_per_outbox_row(runtime):
-    pending_events_with_their_outbox_rows(runtime, PENDING)
+@pytest.mark.parametrize("pending", SIZES)
+def test_no_query_of_a_sweep_reads_more_than_a_few_rows_per_outbox_row(runtime, pending):
+    pending_events_with_their_outbox_rows(runtime, pending)
     relay, _ = relay_for(runtime)
     statements = statements_of(runtime, relay.sweep.once)
     reads = [s for s in statements if s[0].lstrip().upper().startswith(("SELECT", "INSERT"))]
     assert len(reads) >= 3
     for statement, parameters in reads:
-        assert index_entries_read(runtime, statement, parameters) <= 10 * PENDING, statement
+        assert rows_read(runtime, statement, parameters) <= 10 * pending, statement

@@ -153,18 +153,24 @@ class Sweep:
         """Pending work with no outbox row (retries come due, rows a job let go) gets one."""
         now = self.runtime.clock()
         limit = self.settings.relay_batch_size
+        # Each candidate's outbox row is looked up by its own index, one probe per row.
+        # Left to join the two tables as it sees fit, PostgreSQL without statistics (a
+        # backlog swept before autovacuum analyses it) ran the whole outbox once per
+        # pending event. OFFSET 0 keeps the subquery from being turned into a join.
+        has_row = exists(
+            select(OutboxEntry.id)
+            .where(OutboxEntry.event_id == Event.id, OutboxEntry.replay_id.is_(None))
+            .offset(0)
+        )
+        has_replay_row = exists(
+            select(OutboxEntry.id).where(OutboxEntry.replay_id == Replay.id).offset(0)
+        )
         with self.runtime.session_factory.begin() as session:
             events = session.execute(
                 insert(OutboxEntry).from_select(
                     ["event_id", "created_at"],
                     select(Event.id, literal(now, UTCDateTime()))
-                    .where(
-                        Event.status == PENDING,
-                        Event.next_attempt_at <= now,
-                        ~exists().where(
-                            OutboxEntry.event_id == Event.id, OutboxEntry.replay_id.is_(None)
-                        ),
-                    )
+                    .where(Event.status == PENDING, Event.next_attempt_at <= now, ~has_row)
                     .limit(limit),
                 )
             )
@@ -172,10 +178,7 @@ class Sweep:
                 insert(OutboxEntry).from_select(
                     ["event_id", "replay_id", "created_at"],
                     select(Replay.event_id, Replay.id, literal(now, UTCDateTime()))
-                    .where(
-                        Replay.status == PENDING,
-                        ~exists().where(OutboxEntry.replay_id == Replay.id),
-                    )
+                    .where(Replay.status == PENDING, ~has_replay_row)
                     .limit(limit),
                 )
             )
