@@ -2,12 +2,13 @@
 # make test: lint and the whole suite (needs PostgreSQL and Redis on localhost).
 # make fmt: fix imports and formatting as lint wants them.
 # make bench: the benchmarks (also needs wrk and pgbench); make bench-smoke: a quick check.
+# make bench-hostile: slow clients and a flood of bad signatures (bench/hostile.py).
 # make chaos: processes killed at random under load, five runs (see bench/chaos.py).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run install install-dev install-bench lock lint fmt test bench bench-smoke chaos
+.PHONY: run install install-dev install-bench lock lint fmt test bench bench-smoke bench-hostile chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +73,11 @@ bench: install-bench
 
 bench-smoke: install-bench
 	$(BIN)/python -m bench --smoke
+	$(BIN)/python -m bench.hostile --smoke
+
+# Slow clients and a flood of bad signatures, in one run (docs/benchmarks.md).
+bench-hostile: install-bench
+	$(BIN)/python -m bench.hostile $(HOSTILE_ARGS)
 
 chaos: install-bench
 	$(BIN)/python -m bench.chaos $(CHAOS_ARGS)

@@ -24,7 +24,6 @@ import json
 import os
 import statistics
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,10 +32,12 @@ from typing import Any
 import click
 
 from bench import load
-from bench.procs import BenchError, psql, scalar, scratch_database
-from bench.scenarios import Bench, Plan
+from bench.procs import BenchError, psql, scalar
+from bench.scenarios import Bench, Plan, prepared_bench
 from hooklatch.settings import Settings
 
+# A Redis database of its own: the harness empties it between runs.
+REDIS_URL = "redis://127.0.0.1:6379/12"
 LUA = Path(__file__).resolve().parent / "wrk" / "flood.lua"
 FORGED_SECRET = "whsec_not_the_endpoints_secret"
 # Each way of counting refusals, and the HOOKLATCH_REFUSAL_FLUSH_SECONDS that gives it.
@@ -235,7 +236,7 @@ def run(
     }
 
 
-def _summary(results: dict[str, Any]) -> list[str]:
+def summary(results: dict[str, Any]) -> list[str]:
     lines = [
         f"good deliveries at {results['good_rate_per_second']:.0f}/s, bad signatures at "
         f"{results['bad_rate_per_second']:.0f}/s, {results['seconds_per_phase']:.0f} s per "
@@ -269,27 +270,15 @@ def _summary(results: dict[str, Any]) -> list[str]:
 def main(
     smoke: bool, rounds: int, bad_rate: float | None, seconds: float | None, modes: tuple[str, ...]
 ) -> None:
-    admin_url = os.environ.get(
-        "BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-    )
-    # A Redis database of its own: the harness empties it between runs.
-    redis_url = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
     plan = FloodPlan.quick() if smoke else FloodPlan()
     plan = replace(plan, bad_rate=bad_rate or plan.bad_rate, seconds=seconds or plan.seconds)
-    with (
-        tempfile.TemporaryDirectory(prefix="hooklatch-flood-") as scratch,
-        scratch_database(admin_url) as database_url,
-    ):
-        bench = Bench(
-            Plan.quick() if smoke else Plan.full(), database_url, redis_url, Path(scratch)
-        )
-        bench.prepare()
+    with prepared_bench(Plan.quick() if smoke else Plan.full(), REDIS_URL) as bench:
         try:
             results = run(bench, plan, rounds, modes or tuple(MODES))
         except BenchError as exc:
             raise click.ClickException(str(exc)) from exc
     click.echo(json.dumps(results, indent=2))
-    for line in _summary(results):
+    for line in summary(results):
         click.echo(line)
 
 

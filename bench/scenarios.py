@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ from bench.procs import (
     free_port,
     psql,
     scalar,
+    scratch_database,
     wait_http,
     wait_until,
 )
@@ -625,3 +627,22 @@ def _wait_children(pid: int, timeout: float = 20) -> int:
                 return count
         time.sleep(0.1)
     return count
+
+
+@contextmanager
+def prepared_bench(plan: Plan, redis_url: str) -> Iterator[Bench]:
+    """A Bench on a scratch database of BENCH_PG_ADMIN_URL's server and on BENCH_REDIS_URL
+    (default ``redis_url``: a Redis database of its own, emptied between runs), schema and
+    endpoint in place; the database is dropped afterwards."""
+    admin_url = os.environ.get(
+        "BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+    )
+    with (
+        tempfile.TemporaryDirectory(prefix="hooklatch-bench-") as scratch,
+        scratch_database(admin_url) as database_url,
+    ):
+        bench = Bench(
+            plan, database_url, os.environ.get("BENCH_REDIS_URL", redis_url), Path(scratch)
+        )
+        bench.prepare()
+        yield bench

@@ -22,12 +22,10 @@ import os
 import select
 import socket
 import statistics
-import tempfile
 import threading
 import time
 from contextlib import suppress
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,8 +34,8 @@ import click
 import requests
 
 from bench import load
-from bench.procs import BenchError, psql, scalar, scratch_database
-from bench.scenarios import Bench, Plan
+from bench.procs import BenchError, psql, scalar
+from bench.scenarios import Bench, Plan, prepared_bench
 
 
 class SlowClients:
@@ -116,6 +114,8 @@ class SlowPlan:
 # Each measured worker class, and the GUNICORN_WORKER_CLASS that runs it: empty leaves
 # gunicorn.conf.py its own choice, the shipped default.
 WORKER_CLASSES = {"sync": "sync", "gevent": ""}
+# A Redis database of its own: the harness empties it between runs.
+REDIS_URL = "redis://127.0.0.1:6379/13"
 
 
 class PeakConnections:
@@ -273,7 +273,7 @@ def _median_rps(runs: list[dict[str, Any]]) -> float:
     return statistics.median(run["unique"]["rps"] for run in runs)
 
 
-def _summary(results: dict[str, Any]) -> list[str]:
+def summary(results: dict[str, Any]) -> list[str]:
     lines = []
     for name in WORKER_CLASSES:
         for ingest in results[name]["ingest"]:
@@ -315,26 +315,17 @@ def _summary(results: dict[str, Any]) -> list[str]:
     "so ingest measures the web process's CPU rather than the disk's flush time.",
 )
 def main(smoke: bool, rounds: int, no_commit_wait: bool) -> None:
-    admin_url = os.environ.get(
-        "BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-    )
-    redis_url = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
     plan, slow = (Plan.quick(), SlowPlan.quick()) if smoke else (Plan.full(), SlowPlan())
-    with (
-        tempfile.TemporaryDirectory(prefix="hooklatch-bench-") as scratch,
-        scratch_database(admin_url) as database_url,
-    ):
+    with prepared_bench(plan, REDIS_URL) as bench:
         if no_commit_wait:
-            name = database_url.rsplit("/", 1)[-1]
-            psql(database_url, f'ALTER DATABASE "{name}" SET synchronous_commit TO off')
-        bench = Bench(plan, database_url, redis_url, Path(scratch))
-        bench.prepare()
+            name = bench.database_url.rsplit("/", 1)[-1]
+            psql(bench.database_url, f'ALTER DATABASE "{name}" SET synchronous_commit TO off')
         try:
             results = run(bench, slow, rounds)
         except BenchError as exc:
             raise click.ClickException(str(exc)) from exc
     click.echo(json.dumps(results, indent=2))
-    for line in _summary(results):
+    for line in summary(results):
         click.echo(line)
 
 
