@@ -11,8 +11,9 @@ Signing mode: GitLab's signing token (``whsec_<base64>``) signs ``{webhook-id}.
 {webhook-timestamp}.{body}`` as Standard Webhooks ``v1`` (HMAC-SHA256, base64), checked by
 the standard-webhooks provider's code, with its 5-minute tolerance both ways.
 
-Dedupe key: ``Idempotency-Key`` (GitLab 17.4+, kept when a failed hook is re-sent), else
-``webhook-id`` (the same value, signing mode), else ``X-Gitlab-Event-UUID``. Event type:
+Dedupe key: in signing mode ``webhook-id``, which the signature covers (GitLab sends the
+same value as ``Idempotency-Key``, which it does not); in token mode ``Idempotency-Key``
+(GitLab 17.4+, kept when a failed hook is re-sent), else ``X-Gitlab-Event-UUID``. Event type:
 ``X-Gitlab-Event`` ("Push Hook"), else the body's ``object_kind``.
 """
 
@@ -80,7 +81,12 @@ class GitLabProvider(Provider):
             raise VerificationError("X-Gitlab-Token matches no active secret")
 
     def parse(self, delivery: Delivery) -> list[IncomingEvent]:
-        delivery_id = next((v for h in ID_HEADERS if (v := delivery.header(h))), None)
+        if _mode(delivery) == SIGNING:
+            # webhook-id is signed, and verify has checked it; Idempotency-Key (the same
+            # value from GitLab) is not, so a replay could choose it.
+            delivery_id = require_header(delivery, "webhook-id")
+        else:
+            delivery_id = next((v for h in ID_HEADERS if (v := delivery.header(h))), None)
         if delivery_id is None:
             raise MalformedRequest(
                 f"missing header {ID_HEADERS[0]} (or {', '.join(ID_HEADERS[1:])})",
