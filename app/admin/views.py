@@ -12,11 +12,16 @@ from sqlalchemy.exc import SQLAlchemyError
 from hooklatch.errors import BadRequest, NotFound, StoreUnavailable, Unauthorized
 from hooklatch.events.models import STATUSES, Event
 from hooklatch.events.replay import request_replay
-from hooklatch.events.serialize import describe_event, describe_replay, event_history, list_events
+from hooklatch.events.serialize import (
+    MAX_LIST_LIMIT,
+    describe_event,
+    describe_replay,
+    event_history,
+    list_events,
+)
 from hooklatch.runtime import current_runtime
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
-MAX_LIMIT = 500
 MAX_ID = 2**63 - 1  # events.id is a BIGINT
 
 
@@ -64,7 +69,7 @@ def events() -> Any:
             f"unknown query parameter {unknown[0]!r} (known: limit, status)",
             reason="bad_parameter",
         )
-    limit = _whole_number("limit", request.args.get("limit", "50"), high=MAX_LIMIT)
+    limit = _whole_number("limit", request.args.get("limit", "50"), high=MAX_LIST_LIMIT)
     status = request.args.get("status")
     if status is not None and status not in STATUSES:
         raise BadRequest(f"status must be one of {', '.join(STATUSES)}", reason="bad_parameter")

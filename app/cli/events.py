@@ -10,6 +10,7 @@ import click
 from hooklatch.cli.context import friendly, runtime_of
 from hooklatch.cli.output import echo_json, emit
 from hooklatch.events.models import STATUSES, Event
+from hooklatch.events.serialize import MAX_LIST_LIMIT
 
 
 @click.group()
@@ -19,7 +20,7 @@ def events() -> None:
 
 @events.command("list")
 @click.option("--status", type=click.Choice(STATUSES))
-@click.option("--limit", default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(1, MAX_LIST_LIMIT), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def events_list(ctx: click.Context, status: str | None, limit: int, as_json: bool) -> None:

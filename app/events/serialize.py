@@ -94,6 +94,10 @@ def repeated_bodies(session: Session, endpoint_id: str) -> int:
     )
 
 
+# The most events one listing returns (the admin API and the CLI).
+MAX_LIST_LIMIT = 500
+
+
 def list_events(session: Session, *, status: str | None = None, limit: int = 50) -> Sequence[Event]:
     query = select(Event).order_by(Event.id.desc()).limit(limit)
     if status:

@@ -152,6 +152,14 @@ def test_events_list_show_and_replay_from_the_cli(cli, client, runtime):
     assert cli("events", "show", "424242", ok=False).exit_code == 1
 
 
+@pytest.mark.parametrize("limit", ["-1", "0", "100000"])
+def test_events_list_refuses_a_limit_out_of_range(cli, limit):
+    """A negative limit lists every row on SQLite and fails on PostgreSQL."""
+    result = cli("events", "list", "--limit", limit, ok=False)
+    assert result.exit_code == 2
+    assert "--limit" in result.output
+
+
 def test_missing_secret_keys_with_a_database_url_fails_fast(settings):
     result = CliRunner().invoke(
         main,
