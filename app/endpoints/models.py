@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, Boolean, ForeignKey, Integer, LargeBinary, String
+from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Integer, LargeBinary, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from hooklatch.db import Base, UTCDateTime, utcnow
@@ -60,6 +60,7 @@ class Refusal(Base):
         ForeignKey("endpoints.id", ondelete="CASCADE"), primary_key=True
     )
     reason: Mapped[str] = mapped_column(String(64), primary_key=True)
-    count: Mapped[int] = mapped_column(Integer, default=0)
+    # 64-bit: a flood of 1,000 refusals a second passes 2**31 in 25 days.
+    count: Mapped[int] = mapped_column(BigInteger, default=0)
     first_at: Mapped[datetime] = mapped_column(UTCDateTime)
     last_at: Mapped[datetime] = mapped_column(UTCDateTime)

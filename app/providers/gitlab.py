@@ -81,6 +81,7 @@ class GitLabProvider(Provider):
             raise VerificationError("X-Gitlab-Token matches no active secret")
 
     def parse(self, delivery: Delivery) -> list[IncomingEvent]:
+        delivery_id: str | None
         if _mode(delivery) == SIGNING:
             # webhook-id is signed, and verify has checked it; Idempotency-Key (the same
             # value from GitLab) is not, so a replay could choose it.

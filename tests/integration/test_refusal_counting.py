@@ -270,3 +270,16 @@ def test_gunicorn_writes_held_counts_when_a_worker_exits(procs, settings, runtim
     web.stop()
     assert web.popen.returncode == 0, web.log()
     assert refused(runtime, endpoint) == 100
+
+
+def test_a_count_past_two_billion_is_kept(runtime):
+    """At 1,000 refusals a second an endpoint passes 2**31 in 25 days: a 32-bit count
+    would make every later write fail, and the counts would stop."""
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    now = runtime.clock()
+    with runtime.ingest_connection() as connection:
+        from hooklatch.endpoints.service import record_refusal
+
+        record_refusal(connection, endpoint, "bad_signature", count=2**31 - 1, now=now)
+        record_refusal(connection, endpoint, "bad_signature", count=5, now=now)
+    assert refused(runtime, endpoint) == 2**31 + 4
