@@ -106,3 +106,42 @@ def test_sigterm_stops_a_worker_whose_redis_has_just_gone(procs, proc_settings, 
     wait_for(lambda: "Listening on" in worker.log(), timeout=20, message="worker listening")
     redis.kill()
     assert stops_on_sigterm(worker), worker.log()
+
+
+@pytest.mark.parametrize("worker_class", ["Worker", "SimpleWorker"])
+def test_a_stop_taken_while_redis_is_away_ends_the_retries(procs, tmp_path, worker_class):
+    """RQ's signal handler raises StopRequested wherever the worker is. Raised inside the
+    log call of one of RQ's reconnect retries, logging swallows it and RQ retries for
+    ever: the worker's own retries must honour a stop already taken."""
+    import threading
+    from datetime import UTC, datetime
+
+    import rq
+    from redis import Redis
+    from rq.exceptions import StopRequested
+
+    from hooklatch.workers.worker.main import stoppable
+
+    port = free_port()
+    redis = start_redis(procs, port, tmp_path)
+    worker = stoppable(getattr(rq, worker_class))(["q"], connection=Redis("127.0.0.1", port))
+    outcome = []
+
+    def dequeue():
+        try:
+            worker.dequeue_job_and_maintain_ttl(timeout=30)
+        except StopRequested:
+            outcome.append("stopped")
+
+    thread = threading.Thread(target=dequeue, daemon=True)
+    thread.start()
+    watcher = Redis("127.0.0.1", port)
+    wait_for(
+        lambda: any(c["cmd"] == "blmove" for c in watcher.client_list()),
+        timeout=5,
+        message="the worker waiting for a job",
+    )
+    redis.kill()  # RQ logs the lost connection and retries each second
+    worker._shutdown_requested_date = datetime.now(UTC)  # as RQ's request_stop leaves it
+    thread.join(timeout=8)
+    assert outcome == ["stopped"]

@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import time
 from types import FrameType
+from typing import Any
 
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq import Worker
 from rq.exceptions import StopRequested
-from rq.worker import BaseWorker
+from rq.worker import BaseWorker, WorkerStatus
 
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.sinks import SERIALIZER
@@ -62,7 +63,7 @@ def run_worker(
         error: Exception | None = None
         worked = False
         try:
-            worker = worker_class(
+            worker = stoppable(worker_class)(
                 [runtime.settings.queue_name], connection=redis, serializer=SERIALIZER
             )
             if stop.is_set():
@@ -87,6 +88,32 @@ def run_worker(
         if stop.wait(delay):
             break
     return False
+
+
+def stoppable(worker_class: type[BaseWorker]) -> type[BaseWorker]:
+    """``worker_class`` that stops at its next Redis retry once a stop was taken.
+
+    RQ's signal handler raises StopRequested wherever the worker is. While Redis is away
+    RQ logs each failed retry, and a StopRequested raised inside that log call is
+    swallowed by logging (an exception in a handler is reported, not raised): RQ then
+    retried for ever and SIGTERM did not stop the worker. Each retry begins with a
+    heartbeat; there, a stop already taken by an idle worker is raised again.
+    """
+
+    made = _STOPPABLE.get(worker_class)
+    if made is None:
+
+        def heartbeat(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if _asked_to_stop(self) and self.get_state() != WorkerStatus.BUSY:
+                raise StopRequested()
+            return worker_class.heartbeat(self, *args, **kwargs)
+
+        made = type(worker_class.__name__, (worker_class,), {"heartbeat": heartbeat})
+        _STOPPABLE[worker_class] = made
+    return made
+
+
+_STOPPABLE: dict[type[BaseWorker], type[BaseWorker]] = {}
 
 
 def _asked_to_stop(worker: BaseWorker | None) -> bool:
