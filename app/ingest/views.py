@@ -26,6 +26,7 @@ from hooklatch.errors import (
     BodyTooLarge,
     HooklatchError,
     MethodNotAllowed,
+    NotFound,
     ProviderUnavailable,
     StoreUnavailable,
     VerificationError,
@@ -77,7 +78,9 @@ class IngestRoute:
             return receive(self.runtime, request, endpoint_id)
         if request.method in ("GET", "HEAD"):
             return challenge(self.runtime, request, endpoint_id)
-        raise MethodNotAllowed(f"{request.method} is not answered here; deliveries are POSTed")
+        refused = MethodNotAllowed(f"{request.method} is not answered here; deliveries are POSTed")
+        refused.headers = {"Allow": "GET, HEAD, POST"}
+        raise refused
 
 
 def receive(runtime: Runtime, request: Request, endpoint_id: str) -> Response:
@@ -129,7 +132,9 @@ def challenge(runtime: Runtime, request: Request, endpoint_id: str) -> Response:
             _refused(runtime, endpoint_id, exc, headers, b"")
             raise
     if response is None:
-        raise MethodNotAllowed("this endpoint takes POST deliveries only")
+        refused = MethodNotAllowed("this endpoint takes POST deliveries only")
+        refused.headers = {"Allow": "POST"}
+        raise refused
     return response
 
 
@@ -221,7 +226,12 @@ def _ingest(
     again = partial(_ingest, runtime, endpoint_id, url, headers, body, connection, reads=reads + 1)
     endpoint = cached
     if endpoint is None:
-        endpoint = active_endpoint(connection, endpoint_id, box=runtime.box)
+        try:
+            endpoint = active_endpoint(connection, endpoint_id, box=runtime.box)
+        except NotFound:
+            if runtime.endpoints is not None:  # disabled or deleted since it was cached
+                runtime.endpoints.drop(endpoint_id)
+            raise
         if runtime.endpoints is not None:
             runtime.endpoints.put(endpoint)
     provider = _provider(runtime, endpoint.provider)

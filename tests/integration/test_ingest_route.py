@@ -51,6 +51,7 @@ def test_a_get_to_a_provider_without_a_handshake_is_405(client, runtime):
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
     response = client.get(f"/hooks/{endpoint}")
     assert (response.status_code, response.json["error"]) == (405, "method_not_allowed")
+    assert response.headers["Allow"] == "POST"
 
 
 def test_an_unexpected_error_is_answered_500_in_json_and_logged(
@@ -79,3 +80,27 @@ def test_answers_are_json_as_flask_writes_it(client, runtime):
     assert response.mimetype == "application/json"
     assert response.get_data(as_text=True).endswith("}\n")
     assert response.json["status"] == "accepted"
+
+
+def test_a_disabled_endpoint_under_a_flood_is_404_every_time_not_401_from_the_cache(
+    client, runtime
+):
+    from hooklatch.endpoints.service import get_endpoint
+
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    body = stripe_event("evt_route_cached")
+    ok = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
+    assert ok.status_code == 200  # the endpoint is cached now
+    with runtime.session_factory.begin() as session:
+        get_endpoint(session, endpoint).enabled = False
+    forged = stripe_headers(body, "whsec_forged")
+    answers = {
+        client.post(f"/hooks/{endpoint}", data=body, headers=forged).status_code for _ in range(20)
+    }
+    assert answers == {404}
+
+
+def test_405_names_the_methods_answered(client, runtime):
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    response = client.put(f"/hooks/{endpoint}")
+    assert set(response.headers["Allow"].split(", ")) == {"GET", "HEAD", "POST"}
