@@ -20,7 +20,6 @@ the counts add up to the refusals sent. `--bad-rate` sets another flood rate.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
@@ -33,7 +32,7 @@ import click
 
 from bench import load
 from bench.procs import BenchError, psql, scalar
-from bench.scenarios import Bench, Plan, prepared_bench
+from bench.scenarios import Bench, Plan, echo_figures, prepared_bench
 from hooklatch.settings import Settings
 
 # A Redis database of its own: the harness empties it between runs.
@@ -273,13 +272,8 @@ def main(
     plan = FloodPlan.quick() if smoke else FloodPlan()
     plan = replace(plan, bad_rate=bad_rate or plan.bad_rate, seconds=seconds or plan.seconds)
     with prepared_bench(Plan.quick() if smoke else Plan.full(), REDIS_URL) as bench:
-        try:
-            results = run(bench, plan, rounds, modes or tuple(MODES))
-        except BenchError as exc:
-            raise click.ClickException(str(exc)) from exc
-    click.echo(json.dumps(results, indent=2))
-    for line in summary(results):
-        click.echo(line)
+        results = run(bench, plan, rounds, modes or tuple(MODES))
+    echo_figures(results, summary(results))
 
 
 if __name__ == "__main__":

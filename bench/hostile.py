@@ -9,14 +9,12 @@ both with `--json`. `make bench-smoke` runs it with --smoke: checks, not figures
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import replace
 
 import click
 
 from bench import flood, slow_clients
-from bench.procs import BenchError
-from bench.scenarios import Plan, prepared_bench
+from bench.scenarios import Plan, echo_figures, prepared_bench
 
 
 @click.command()
@@ -30,20 +28,14 @@ def main(smoke: bool, rounds: int, seconds: float | None, as_json: bool) -> None
     flood_plan = replace(flood_plan, seconds=seconds or flood_plan.seconds)
     rounds = 1 if smoke else rounds
     with prepared_bench(Plan.quick() if smoke else Plan.full(), flood.REDIS_URL) as bench:
-        try:
-            slow = slow_clients.run(bench, slow_plan, rounds)
-            flooded = flood.run(bench, flood_plan, rounds)
-        except BenchError as exc:
-            raise click.ClickException(str(exc)) from exc
+        slow = slow_clients.run(bench, slow_plan, rounds)
+        flooded = flood.run(bench, flood_plan, rounds)
     date = dt.date.today().isoformat()
-    if as_json:
-        click.echo(json.dumps({"date": date, "slow_clients": slow, "flood": flooded}, indent=2))
-    click.echo(f"slow clients ({date})")
-    for line in slow_clients.summary(slow):
-        click.echo(f"  {line}")
-    click.echo("flood of bad signatures")
-    for line in flood.summary(flooded):
-        click.echo(f"  {line}")
+    both = {"date": date, "slow_clients": slow, "flood": flooded}
+    echo_figures(both if as_json else None, [f"slow clients ({date})"])
+    echo_figures(None, slow_clients.summary(slow), indent="  ")
+    echo_figures(None, ["flood of bad signatures"])
+    echo_figures(None, flood.summary(flooded), indent="  ")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
 from cryptography.fernet import Fernet
 from redis import Redis
 from rq import Queue
@@ -633,7 +634,8 @@ def _wait_children(pid: int, timeout: float = 20) -> int:
 def prepared_bench(plan: Plan, redis_url: str) -> Iterator[Bench]:
     """A Bench on a scratch database of BENCH_PG_ADMIN_URL's server and on BENCH_REDIS_URL
     (default ``redis_url``: a Redis database of its own, emptied between runs), schema and
-    endpoint in place; the database is dropped afterwards."""
+    endpoint in place; the database is dropped afterwards. A BenchError raised inside
+    ends the command with its message."""
     admin_url = os.environ.get(
         "BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
     )
@@ -645,4 +647,15 @@ def prepared_bench(plan: Plan, redis_url: str) -> Iterator[Bench]:
             plan, database_url, os.environ.get("BENCH_REDIS_URL", redis_url), Path(scratch)
         )
         bench.prepare()
-        yield bench
+        try:
+            yield bench
+        except BenchError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+def echo_figures(results: dict[str, Any] | None, lines: list[str], indent: str = "") -> None:
+    """The figures as JSON (when given), then their summary lines."""
+    if results is not None:
+        click.echo(json.dumps(results, indent=2))
+    for line in lines:
+        click.echo(f"{indent}{line}")

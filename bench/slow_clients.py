@@ -17,7 +17,6 @@ Procfile ran before) and for the shipped default (gevent):
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import socket
@@ -35,7 +34,7 @@ import requests
 
 from bench import load
 from bench.procs import BenchError, psql, scalar
-from bench.scenarios import Bench, Plan, prepared_bench
+from bench.scenarios import Bench, Plan, echo_figures, prepared_bench
 
 
 class SlowClients:
@@ -320,13 +319,8 @@ def main(smoke: bool, rounds: int, no_commit_wait: bool) -> None:
         if no_commit_wait:
             name = bench.database_url.rsplit("/", 1)[-1]
             psql(bench.database_url, f'ALTER DATABASE "{name}" SET synchronous_commit TO off')
-        try:
-            results = run(bench, slow, rounds)
-        except BenchError as exc:
-            raise click.ClickException(str(exc)) from exc
-    click.echo(json.dumps(results, indent=2))
-    for line in summary(results):
-        click.echo(line)
+        results = run(bench, slow, rounds)
+    echo_figures(results, summary(results))
 
 
 if __name__ == "__main__":
