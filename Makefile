@@ -45,9 +45,9 @@ LOCK := .venv-lock/bin/pip-compile --quiet --generate-hashes --allow-unsafe --st
 lock:
 	$(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/pip install --quiet pip-tools
-	$(LOCK) -o requirements/main.txt
-	$(LOCK) --extra dev -o requirements/dev.txt
-	$(LOCK) --extra dev --extra bench -o requirements/bench.txt
+	$(LOCK) --extra fast -o requirements/main.txt
+	$(LOCK) --extra fast --extra dev -o requirements/dev.txt
+	$(LOCK) --extra fast --extra dev --extra bench -o requirements/bench.txt
 
 run: install
 	$(BIN)/hooklatch serve $(HOOKLATCH_SERVE_ARGS)

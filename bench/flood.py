@@ -110,8 +110,12 @@ def good_deliveries(bench: Bench, url: str, label: str, plan: FloodPlan) -> dict
         "rate": round(sent.sent / sent.seconds, 1),
         "p50_ms": round(sent.response_p50_ms, 1),
         "p99_ms": round(sent.response_p99_ms, 1),
+        "sender_start_lag_p99_ms": round(sent.start_lag_p99_ms, 1),
     }
-    bench.log(f"    {label}: p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms")
+    bench.log(
+        f"    {label}: p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms "
+        f"(sender's own start lag p99 {result['sender_start_lag_p99_ms']} ms)"
+    )
     return result
 
 

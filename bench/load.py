@@ -181,6 +181,8 @@ class OpenLoopResult:
     failures: int
     response_p50_ms: float
     response_p99_ms: float
+    # How late the sender itself began each request (its own scheduling, not the server's).
+    start_lag_p99_ms: float
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -213,6 +215,7 @@ def _open_loop(url: str, items: list[Signed], *, rate: float, senders: int) -> O
     target = urlsplit(url)
     work: queue.Queue[tuple[float, Signed] | None] = queue.Queue()
     latencies: list[float] = []
+    lags: list[float] = []
     failures = 0
     lock = threading.Lock()
 
@@ -221,6 +224,7 @@ def _open_loop(url: str, items: list[Signed], *, rate: float, senders: int) -> O
         connection = http.client.HTTPConnection(target.hostname or "", target.port, timeout=10)
         while (job := work.get()) is not None:
             scheduled, item = job
+            began = time.monotonic()
             try:
                 connection.request(
                     "POST",
@@ -242,6 +246,7 @@ def _open_loop(url: str, items: list[Signed], *, rate: float, senders: int) -> O
             elapsed = time.monotonic() - scheduled
             with lock:
                 latencies.append(elapsed * 1000)
+                lags.append((began - scheduled) * 1000)
                 failures += 0 if ok else 1
 
     pool = [threading.Thread(target=sender, daemon=True) for _ in range(senders)]
@@ -264,4 +269,5 @@ def _open_loop(url: str, items: list[Signed], *, rate: float, senders: int) -> O
         failures=failures,
         response_p50_ms=percentile(latencies, 50),
         response_p99_ms=percentile(latencies, 99),
+        start_lag_p99_ms=percentile(lags, 99),
     )

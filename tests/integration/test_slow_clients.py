@@ -57,6 +57,7 @@ def test_procfile_web_answers_signed_deliveries_while_fifty_clients_trickle(
     assert max(seconds for _, seconds in answers) < PATIENCE
     assert held == 50  # the slow clients were still there throughout
     assert stored_for(runtime, endpoint) == 10
+    assert "HTTP parser: gunicorn_h1c (C)" in web.log()
 
 
 @pytest.mark.slow

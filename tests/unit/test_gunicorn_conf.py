@@ -3,6 +3,7 @@
 import gc
 import runpy
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,3 +24,35 @@ def test_a_worker_freezes_what_it_loaded_so_that_full_collections_skip_it(conf):
         assert gc.get_freeze_count() > 10_000
     finally:
         gc.unfreeze()
+
+
+class Log:
+    def __init__(self):
+        self.lines = []
+
+    def info(self, message, *args):
+        self.lines.append(("info", message % args))
+
+    def warning(self, message, *args):
+        self.lines.append(("warning", message % args))
+
+
+def server(http_parser):
+    return SimpleNamespace(cfg=SimpleNamespace(http_parser=http_parser), log=Log())
+
+
+def test_the_installed_web_process_parses_http_in_c(conf):
+    """The lock files install gunicorn_h1c: under a flood of refusals, gunicorn's Python
+    parser cost enough CPU to double the good deliveries' p99 (docs/benchmarks.md)."""
+    ready = server("auto")
+    conf["when_ready"](ready)
+    assert ready.log.lines == [("info", "HTTP parser: gunicorn_h1c (C)")]
+
+
+def test_an_operator_is_told_when_requests_are_parsed_in_python(conf):
+    ready = server("python")
+    conf["when_ready"](ready)
+    [(level, line)] = ready.log.lines
+    assert level == "warning"
+    assert "Python parser (http_parser=python;" in line
+    assert "install hooklatch[fast]" in line
