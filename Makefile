@@ -25,17 +25,22 @@ EDITABLE := --config-settings editable_mode=strict
 # installed without dependencies, built with the locked setuptools.
 HASHED := --quiet --require-hashes --no-deps -r
 SELF := --quiet --no-deps --no-build-isolation $(EDITABLE) -e .
+# gunicorn's C HTTP parser, built from source with the setuptools just installed.
+FAST := --quiet --require-hashes --no-deps --no-build-isolation -r requirements/fast.txt
 
 install: $(BIN)/python
 	$(BIN)/pip install $(HASHED) requirements/main.txt
+	$(BIN)/pip install $(FAST)
 	$(BIN)/pip install $(SELF)
 
 install-dev: $(BIN)/python
 	$(BIN)/pip install $(HASHED) requirements/dev.txt
+	$(BIN)/pip install $(FAST)
 	$(BIN)/pip install $(SELF)
 
 install-bench: $(BIN)/python
 	$(BIN)/pip install $(HASHED) requirements/bench.txt
+	$(BIN)/pip install $(FAST)
 	$(BIN)/pip install $(SELF)
 
 # Re-resolve the lock files after a change to pyproject.toml's dependencies.
@@ -45,9 +50,11 @@ LOCK := .venv-lock/bin/pip-compile --quiet --generate-hashes --allow-unsafe --st
 lock:
 	$(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/pip install --quiet pip-tools
-	$(LOCK) --extra fast -o requirements/main.txt
-	$(LOCK) --extra fast --extra dev -o requirements/dev.txt
-	$(LOCK) --extra fast --extra dev --extra bench -o requirements/bench.txt
+	$(LOCK) -o requirements/main.txt
+	$(LOCK) --extra dev -o requirements/dev.txt
+	$(LOCK) --extra dev --extra bench -o requirements/bench.txt
+	.venv-lock/bin/pip-compile --quiet --generate-hashes --no-emit-index-url \
+		--no-emit-find-links requirements/fast.in -o requirements/fast.txt
 
 run: install
 	$(BIN)/hooklatch serve $(HOOKLATCH_SERVE_ARGS)

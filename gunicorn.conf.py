@@ -46,15 +46,25 @@ def post_worker_init(worker):
 
 def when_ready(server):
     """Say which HTTP parser the workers use. gunicorn parses with gunicorn_h1c (C) when
-    it is installed (hooklatch's `fast` extra, in the lock files), else in Python, which
-    costs about 0.1 ms of CPU more per request: under a flood of refusals that was the
-    difference between the good deliveries' p99 doubling or not (docs/benchmarks.md)."""
-    if server.cfg.http_parser != "python" and importlib.util.find_spec("gunicorn_h1c"):
+    it is installed (requirements/fast.txt; hooklatch's `fast` extra), else in Python,
+    which cost about 0.1 ms of CPU more per request: under a flood of refusals, a large
+    part of what a refusal costs (docs/benchmarks.md)."""
+    from gunicorn.http import message
+
+    try:
+        # gunicorn's own decision (it also falls back when the module does not load, is
+        # too old, or a setting needs the Python parser).
+        fast = message._check_fast_parser(server.cfg)
+    except Exception as exc:  # a log line must not stop the server
+        fast, why = False, str(exc)
+    else:
+        why = f"http_parser={server.cfg.http_parser}"
+    if fast:
         server.log.info("HTTP parser: gunicorn_h1c (C)")
     else:
         server.log.warning(
-            "HTTP parser: gunicorn's Python parser (http_parser=%s; gunicorn_h1c %s); "
-            "install hooklatch[fast] for the C parser",
-            server.cfg.http_parser,
-            "installed" if importlib.util.find_spec("gunicorn_h1c") else "not installed",
+            "HTTP parser: gunicorn's Python parser (%s; gunicorn_h1c %s); install "
+            "requirements/fast.txt or hooklatch[fast] for the C parser",
+            why,
+            "found" if importlib.util.find_spec("gunicorn_h1c") else "not installed",
         )

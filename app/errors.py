@@ -160,7 +160,7 @@ class JsonAnswer:
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
         start_response(self.status, self.headers)
-        return [self.body]
+        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [self.body]
 
 
 def error_json(

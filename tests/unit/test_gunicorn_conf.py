@@ -55,4 +55,4 @@ def test_an_operator_is_told_when_requests_are_parsed_in_python(conf):
     [(level, line)] = ready.log.lines
     assert level == "warning"
     assert "Python parser (http_parser=python;" in line
-    assert "install hooklatch[fast]" in line
+    assert "hooklatch[fast]" in line

@@ -68,6 +68,15 @@ def test_a_json_answer_is_what_json_response_gives(answer):
     assert sorted(ours[2].items()) == sorted(werkzeugs[2].items())
 
 
+def test_a_head_request_gets_the_headers_without_the_body():
+    answer = JsonAnswer(*error_json(MethodNotAllowed("no"), "HEAD", "/hooks/ep_1"))
+    body, status, headers = run_wsgi_app(answer, environ(REQUEST_METHOD="HEAD"))
+    werkzeugs = json_response(*error_json(MethodNotAllowed("no"), "HEAD", "/hooks/ep_1"))
+    expected = run_wsgi_app(werkzeugs, environ(REQUEST_METHOD="HEAD"))
+    assert b"".join(body) == b"".join(expected[0]) == b""
+    assert (status, sorted(headers.items())) == (expected[1], sorted(expected[2].items()))
+
+
 def test_error_response_keeps_the_public_message_and_the_errors_headers():
     response = error_response(SecretUnavailable("key k2 is missing"), "POST", "/hooks/ep_1")
     assert response.status_code == 503
