@@ -131,12 +131,18 @@ class SecretUnavailable(HooklatchError):
     public_message = UNAVAILABLE
 
 
+def json_bytes(body: Any) -> bytes:
+    """``body`` as JSON, written as Flask's ``jsonify`` writes it."""
+    return (json.dumps(body, separators=(",", ":")) + "\n").encode()
+
+
 def json_response(
     body: Any, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> Response:
-    """A JSON answer, written as Flask's ``jsonify`` writes it."""
-    text = json.dumps(body, separators=(",", ":")) + "\n"
-    return Response(text, status=status, headers=dict(headers or {}), mimetype="application/json")
+    """A JSON answer (``json_bytes``)."""
+    return Response(
+        json_bytes(body), status=status, headers=dict(headers or {}), mimetype="application/json"
+    )
 
 
 class JsonAnswer:
@@ -149,7 +155,7 @@ class JsonAnswer:
     def __init__(
         self, body: Any, status: int = 200, headers: Mapping[str, str] | None = None
     ) -> None:
-        self.body = (json.dumps(body, separators=(",", ":")) + "\n").encode()
+        self.body = json_bytes(body)
         self.status_code = status
         self.status = f"{status} {HTTP_STATUS_CODES.get(status, 'unknown').upper()}"
         self.headers = [
