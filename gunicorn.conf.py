@@ -26,6 +26,10 @@ keepalive = 5
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG") or None
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 
+# Under gevent: how a request's greenlet gives the others of its worker a turn (see
+# post_request).
+_take_turns = None
+
 
 def post_worker_init(worker):
     """Under gevent (the worker has monkey-patched before this runs), psycopg2 waits for
@@ -39,9 +43,24 @@ def post_worker_init(worker):
     gc.freeze()
     monkey = sys.modules.get("gevent.monkey")
     if monkey is not None and monkey.is_module_patched("socket"):
+        import gevent
         from psycogreen.gevent import patch_psycopg
 
         patch_psycopg()
+        global _take_turns
+        _take_turns = gevent.sleep
+
+
+def post_request(worker, req, environ, resp):
+    """Under gevent, a worker's greenlets take turns only where one has to wait. A
+    kept-alive connection whose next request is already there (sent at once after each
+    answer, or pipelined) never waits, so its greenlet was served again and again while
+    every other connection of the worker, and new ones, waited: one worker answering
+    refusals to 20 such connections gave a p50 of 0.3 ms and a p99 of 0.5 to 0.8 s (20
+    connections sharing it evenly wait about 6 ms each). After each request the greenlet
+    goes to the back of the line."""
+    if _take_turns is not None:
+        _take_turns(0)
 
 
 def when_ready(server):

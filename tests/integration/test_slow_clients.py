@@ -1,12 +1,15 @@
-"""Slow clients (headers sent, then one body byte every 2 s) do not stop the receiver."""
+"""Slow clients (headers sent, then one body byte every 2 s) do not stop the receiver, and
+neither does a client that keeps its connection busy."""
 
 from __future__ import annotations
 
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,6 +22,7 @@ from tests.support.http import PATIENCE, timed, timed_delivery
 from tests.support.install import ROOT
 from tests.support.pipeline import make_endpoint
 from tests.support.processes import free_port, hooklatch_cmd, process_env, wait_http
+from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_test_secret"
 
@@ -84,6 +88,76 @@ def test_a_request_waiting_on_postgresql_lets_the_same_worker_answer_others(
 
     assert health[0] == 200, (health, web.log()[-3000:])  # answered while the lock was held
     assert delivered[0] == 200
+    assert stored_for(runtime, endpoint) == 1
+
+
+class Pipeliner:
+    """One kept-alive connection that sends ``count`` requests at once (HTTP/1.1
+    pipelining) and reads their answers as they come."""
+
+    def __init__(self, port: int, path: str, count: int) -> None:
+        body = stripe_event("evt_pipelined")
+        headers = {**stripe_headers(body, "whsec_not_the_endpoints_secret"), "Host": "x"}
+        head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        request = (
+            f"POST {path} HTTP/1.1\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+        )
+        self.count = count
+        self.answered = 0
+        self.statuses: set[bytes] = set()
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.writer = threading.Thread(
+            target=self.sock.sendall, args=(request * count,), daemon=True
+        )
+        self.writer.start()
+
+    def _read(self) -> None:
+        answers = self.sock.makefile("rb")
+        while self.answered < self.count:
+            status = answers.readline().split(b" ")[1:2]
+            length = 0
+            while (line := answers.readline()) not in (b"\r\n", b""):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            if not status or len(answers.read(length)) != length:
+                return  # the connection was closed
+            self.statuses.add(status[0])
+            self.answered += 1
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.mark.slow
+def test_a_client_pipelining_requests_does_not_hold_its_worker(procs, proc_settings, runtime):
+    """One gevent worker; one connection sends 5,000 bad-signature requests at once. Its
+    greenlet never has to wait for the next one, so without taking turns it kept the
+    worker until all were answered. A signed delivery sent meanwhile is answered while the
+    pipelined requests are still being refused."""
+    port = free_port()
+    env = on_path(process_env(proc_settings, HOST="127.0.0.1", PORT=str(port), WEB_CONCURRENCY="1"))
+    web = procs("web", procfile_command("web"), env)
+    base = f"http://127.0.0.1:{port}"
+    wait_http(base + "/healthz", web)
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+
+    flood = Pipeliner(port, f"/hooks/{endpoint}", 5000)
+    try:
+        while flood.answered < 20:  # the worker is busy with the pipelined requests
+            assert flood.reader.is_alive(), web.log()[-3000:]
+            time.sleep(0.01)
+        delivered = timed_delivery(f"{base}/hooks/{endpoint}", "evt_beside_pipeline", SECRET)
+        answered_by_then = flood.answered
+        flood.reader.join(timeout=60)
+    finally:
+        flood.close()
+
+    assert delivered[0] == 200, (delivered, web.log()[-3000:])
+    assert answered_by_then < flood.count // 2, answered_by_then
+    assert (flood.answered, flood.statuses) == (flood.count, {b"401"})
     assert stored_for(runtime, endpoint) == 1
 
 
