@@ -26,6 +26,14 @@ keepalive = 5
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG") or None
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 
+# A kept-alive connection stays with the worker that accepted it. Clients that connect at
+# the same moment land unevenly (16 connections opened at once spread 9, 4, 2 and 1 over
+# four gevent workers: 779 requests a second, where 6, 6, 3 and 1 gave 1,086), and a busy
+# worker is the slowest to accept, so closing each connection after this many requests
+# (as nginx's keepalive_requests and Apache's MaxKeepAliveRequests do) moves the load to
+# the idler workers. A new connection costs a gevent worker about 0.5 ms of CPU, so this
+# adds about 0.01 ms per request (docs/benchmarks.md).
+_KEEPALIVE_REQUESTS = 50
 # Under gevent: how a request's greenlet gives the others of its worker a turn (see
 # post_request).
 _take_turns = None
@@ -49,6 +57,12 @@ def post_worker_init(worker):
         patch_psycopg()
         global _take_turns
         _take_turns = gevent.sleep
+
+
+def pre_request(worker, req):
+    """The answer to a connection's ``_KEEPALIVE_REQUESTS``-th request closes it."""
+    if req.req_number >= _KEEPALIVE_REQUESTS:
+        req.must_close = True
 
 
 def post_request(worker, req, environ, resp):
