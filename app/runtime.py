@@ -23,6 +23,10 @@ from hooklatch.providers.base import Provider
 from hooklatch.providers.loading import load_providers
 from hooklatch.settings import Settings, check_retention
 
+# How long a delivery waits for one of its process's ingest connections before it is
+# answered 503 (the provider retries): well inside a provider's own 10 to 30 s timeout.
+INGEST_CONNECTION_WAIT_SECONDS = 5.0
+
 
 @dataclass
 class Runtime:
@@ -109,8 +113,14 @@ def build_runtime(
     if is_postgres(engine):
         # Pooled connections are not pinged here: the ingest path replaces a dead one
         # itself, and a ping would double its round trips (see events.views).
+        # A fixed set of them and no overflow (settings.ingest_connections).
         ingest_engine = make_engine(
-            settings.sqlalchemy_url, isolation_level="AUTOCOMMIT", pool_pre_ping=False
+            settings.sqlalchemy_url,
+            isolation_level="AUTOCOMMIT",
+            pool_pre_ping=False,
+            pool_size=settings.ingest_connections,
+            max_overflow=0,
+            pool_timeout=INGEST_CONNECTION_WAIT_SECONDS,
         )
         if settings.prepare_statements:
             event.listen(ingest_engine, "connect", _prepare_ingest_statements)

@@ -110,6 +110,10 @@ class Settings:
     # many seconds per web process (after the first few), so a flood of bad signatures
     # is not a database write each; `endpoints show` is this far behind at most.
     refusal_flush_seconds: float = 2.0
+    # Connections each web process stores deliveries on (PostgreSQL). A burst beyond them
+    # waits for one: more would only add backends competing for the same cores, and a
+    # pool that opened extra connections for a burst would close them again after it.
+    ingest_connections: int = 3
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -142,6 +146,9 @@ class Settings:
             ),
             refusal_flush_seconds=_float(
                 env, "HOOKLATCH_REFUSAL_FLUSH_SECONDS", cls.refusal_flush_seconds
+            ),
+            ingest_connections=_int(
+                env, "HOOKLATCH_INGEST_CONNECTIONS", cls.ingest_connections, minimum=1
             ),
         )
         return settings.validated()

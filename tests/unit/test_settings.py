@@ -66,3 +66,12 @@ def test_prepared_statements_flag_reads_true_and_false_and_refuses_the_rest():
     assert off.prepare_statements is False
     with pytest.raises(SettingsError, match="HOOKLATCH_PREPARE_STATEMENTS"):
         Settings.from_env({**base, "HOOKLATCH_PREPARE_STATEMENTS": "sometimes"})
+
+
+def test_ingest_connections_are_read_and_at_least_one():
+    key = Fernet.generate_key().decode()
+    base = {"DATABASE_URL": "postgresql://db/x", "HOOKLATCH_SECRET_KEYS": key}
+    assert Settings.from_env(base).ingest_connections == 3
+    assert Settings.from_env({**base, "HOOKLATCH_INGEST_CONNECTIONS": "8"}).ingest_connections == 8
+    with pytest.raises(SettingsError, match="HOOKLATCH_INGEST_CONNECTIONS"):
+        Settings.from_env({**base, "HOOKLATCH_INGEST_CONNECTIONS": "0"})
