@@ -72,7 +72,7 @@ def post_request(worker, req, environ, resp):
     every other connection of the worker, and new ones, waited: one worker answering
     refusals to 20 such connections gave a p50 of 0.3 ms and a p99 of 0.5 to 0.8 s (20
     connections sharing it evenly wait about 6 ms each). After each request the greenlet
-    goes to the back of the line."""
+    yields to gevent's hub (measured: p50 6.4 ms, p99 9.5 ms in that case)."""
     if _take_turns is not None:
         _take_turns(0)
 

@@ -23,10 +23,6 @@ from hooklatch.providers.base import Provider
 from hooklatch.providers.loading import load_providers
 from hooklatch.settings import Settings, check_retention
 
-# How long a delivery waits for one of its process's ingest connections before it is
-# answered 503 (the provider retries): well inside a provider's own 10 to 30 s timeout.
-INGEST_CONNECTION_WAIT_SECONDS = 5.0
-
 
 @dataclass
 class Runtime:
@@ -120,7 +116,7 @@ def build_runtime(
             pool_pre_ping=False,
             pool_size=settings.ingest_connections,
             max_overflow=0,
-            pool_timeout=INGEST_CONNECTION_WAIT_SECONDS,
+            pool_timeout=settings.ingest_wait_seconds,
         )
         if settings.prepare_statements:
             event.listen(ingest_engine, "connect", _prepare_ingest_statements)

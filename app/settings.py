@@ -114,6 +114,9 @@ class Settings:
     # waits for one: more would only add backends competing for the same cores, and a
     # pool that opened extra connections for a burst would close them again after it.
     ingest_connections: int = 3
+    # How long a delivery waits for one of them before it is answered 503 (the provider
+    # retries): well inside a provider's own 10 to 30 s timeout.
+    ingest_wait_seconds: float = 5.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -32,6 +32,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from hooklatch.endpoints.service import record_refusal
 
@@ -52,7 +53,8 @@ class Tally:
 
 class RefusalCounter:
     """One web process's refusal counts; ``connect`` gives a connection to write with
-    (the runtime's ingest connection: autocommit on PostgreSQL)."""
+    (the runtime's ingest connection: autocommit on PostgreSQL). Its writes share the
+    deliveries' connections: a few per flush interval, one at a time."""
 
     def __init__(
         self,
@@ -125,7 +127,8 @@ class RefusalCounter:
                         first_at=tally.first_at,
                         now=tally.last_at,
                     )
-            except (OperationalError, InterfaceError) as error:  # the database is away
+            # The database is away, or the process's ingest connections stayed busy.
+            except (OperationalError, InterfaceError, PoolTimeout) as error:
                 log.debug("refusals not counted yet: %s", type(error).__name__)
                 self._hold_again(list(held.items())[position:])
                 return

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 from psycopg2.errorcodes import FEATURE_NOT_SUPPORTED, INVALID_SQL_STATEMENT_NAME
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
@@ -334,6 +335,15 @@ def _with_store(runtime: Runtime, work: Callable[[Connection], T]) -> T:
                 log.warning("a pooled database connection was unusable; retrying on a new one")
                 continue
             log.error("store unavailable, answered 503: %s", type(exc).__name__)
+            raise StoreUnavailable() from exc
+        except PoolTimeout as exc:  # the database answers; this process's share is busy
+            settings = runtime.settings
+            log.warning(
+                "all %d ingest connections stayed busy for %s s, answered 503 "
+                "(HOOKLATCH_INGEST_CONNECTIONS)",
+                settings.ingest_connections,
+                settings.ingest_wait_seconds,
+            )
             raise StoreUnavailable() from exc
         except SQLAlchemyError as exc:
             log.error("store unavailable, answered 503: %s", type(exc).__name__)

@@ -1,7 +1,9 @@
 """Each web process stores deliveries on a bounded set of connections: a burst beyond
-them waits for one instead of opening (and closing) a connection per delivery, and a wait
-that runs out is answered 503, nothing stored."""
+them waits for one instead of opening (and closing) a connection per delivery, a wait
+that runs out is answered 503 with nothing stored, and refusal counts that could not get
+a connection are kept for later."""
 
+import logging
 import threading
 from dataclasses import replace
 
@@ -15,17 +17,32 @@ SECRET = "whsec_pool_secret"
 
 
 @pytest.fixture
-def pooled(settings, router, monkeypatch):
-    from hooklatch import create_app, runtime
+def pooled(settings, router):
+    """Apps with two ingest connections, waiting ``wait`` seconds for one."""
+    from hooklatch import create_app
 
-    monkeypatch.setattr(runtime, "INGEST_CONNECTION_WAIT_SECONDS", 0.5)
-    app = create_app(replace(settings, ingest_connections=2), router=router)
-    yield app
-    app.extensions["hooklatch"].dispose()
+    made = []
+
+    def make(wait=5.0, **changes):
+        app = create_app(
+            replace(settings, ingest_connections=2, ingest_wait_seconds=wait, **changes),
+            router=router,
+        )
+        made.append(app)
+        return app, app.extensions["hooklatch"]
+
+    yield make
+    for app in made:
+        app.extensions["hooklatch"].dispose()
+
+
+def post_stripe(client, endpoint, event_id, secret=SECRET):
+    body = stripe_event(event_id)
+    return client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, secret))
 
 
 def test_a_burst_beyond_the_ingest_connections_shares_them(pooled):
-    runtime = pooled.extensions["hooklatch"]
+    _, runtime = pooled()
     barrier = threading.Barrier(6)
     backends, errors = [], []
 
@@ -53,17 +70,30 @@ def test_a_burst_beyond_the_ingest_connections_shares_them(pooled):
     assert len(set(backends)) == 2
 
 
-def test_a_delivery_that_cannot_get_a_connection_in_time_is_answered_503(pooled):
-    runtime = pooled.extensions["hooklatch"]
+def test_a_delivery_that_cannot_get_a_connection_in_time_is_answered_503(pooled, caplog):
+    app, runtime = pooled(wait=0.3)
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    client = pooled.test_client()
-    body = stripe_event("evt_pool_wait")
-    with runtime.ingest_connection(), runtime.ingest_connection():
-        answer = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
+    client = app.test_client()
+    with (
+        caplog.at_level(logging.WARNING, logger="hooklatch"),
+        runtime.ingest_connection(),
+        runtime.ingest_connection(),
+    ):
+        answer = post_stripe(client, endpoint, "evt_pool_wait")
     assert answer.status_code == 503
     assert answer.json["error"] == "store_unavailable"
+    assert "all 2 ingest connections stayed busy for 0.3 s" in caplog.text
     assert count(runtime, "SELECT count(*) FROM events") == 0
     # The provider's retry, once a connection is free, is stored.
-    again = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
-    assert again.status_code == 200
+    assert post_stripe(client, endpoint, "evt_pool_wait").status_code == 200
     assert count(runtime, "SELECT count(*) FROM events") == 1
+
+
+def test_refusals_counted_while_the_connections_are_busy_are_written_later(pooled):
+    _, runtime = pooled(wait=0.3, refusal_flush_seconds=600)
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    with runtime.ingest_connection(), runtime.ingest_connection():
+        for _ in range(3):  # the first of a process are written at once, if they can be
+            runtime.refusals.add(endpoint, "bad_signature", now=runtime.clock())
+    runtime.refusals.flush()
+    assert count(runtime, "SELECT coalesce(sum(count), 0) FROM refusals") == 3

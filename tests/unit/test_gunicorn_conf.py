@@ -56,3 +56,21 @@ def test_an_operator_is_told_when_requests_are_parsed_in_python(conf):
     assert level == "warning"
     assert "Python parser (http_parser=python;" in line
     assert "hooklatch[fast]" in line
+
+
+def test_a_kept_alive_connection_is_closed_with_its_fiftieth_answer(conf):
+    requests = [SimpleNamespace(req_number=n, must_close=False) for n in (1, 49, 50, 51)]
+    for request in requests:
+        conf["pre_request"](object(), request)
+    assert [request.must_close for request in requests] == [False, False, True, True]
+
+
+def test_outside_gevent_a_request_gives_no_turn(conf):
+    """Sync and threaded workers have no hub to yield to: post_request does nothing."""
+    gc.unfreeze()
+    try:
+        conf["post_worker_init"](object())
+    finally:
+        gc.unfreeze()
+    assert conf["_take_turns"] is None
+    conf["post_request"](object(), SimpleNamespace(), {}, SimpleNamespace())
