@@ -113,6 +113,14 @@ class StoreUnavailable(HooklatchError):
     headers = {"Retry-After": "5"}
 
 
+class SchemaNotCurrent(HooklatchError):
+    """The database schema is not the one this version runs on: run `hooklatch db upgrade`."""
+
+    status_code = 503
+    reason = "schema_not_current"
+    headers = {"Retry-After": "30"}
+
+
 class ProviderUnavailable(HooklatchError):
     """The endpoint's provider plugin is not installed here; nothing was stored. Retry later."""
 

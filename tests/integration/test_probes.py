@@ -1,0 +1,61 @@
+"""/livez says the process answers; /readyz that it can take deliveries: the database
+answers and its schema is the one this version runs on. /healthz keeps its meaning."""
+
+from dataclasses import replace
+
+import pytest
+from alembic import command
+
+from hooklatch import create_app
+from hooklatch.migrations import alembic_config
+from tests.support.database import fresh_database
+from tests.support.processes import free_port, with_port
+
+
+@pytest.fixture
+def app_on(settings, router):
+    """An app whose database is ``url``."""
+    made = []
+
+    def make(url):
+        app = create_app(replace(settings, database_url=url), router=router)
+        made.append(app)
+        return app.test_client()
+
+    yield make
+    for app in made:
+        app.extensions["hooklatch"].dispose()
+
+
+def test_a_process_whose_schema_is_current_is_live_and_ready(client):
+    assert (client.get("/livez").status_code, client.get("/livez").json) == (200, {"status": "ok"})
+    ready = client.get("/readyz")
+    assert (ready.status_code, ready.json) == (200, {"status": "ok"})
+    assert client.get("/healthz").status_code == 200
+    assert client.head("/readyz").status_code == 200
+
+
+def test_without_its_database_a_process_is_live_but_not_ready(app_on, settings):
+    client = app_on(with_port(settings.database_url, free_port()))
+    assert client.get("/livez").status_code == 200
+    ready = client.get("/readyz")
+    assert ready.status_code == 503
+    assert ready.json["error"] == "store_unavailable"
+    assert ready.headers["Retry-After"] == "5"
+    assert client.get("/healthz").status_code == 503
+
+
+@pytest.mark.parametrize("revision", [None, "0006"])
+def test_a_schema_not_at_the_migrations_head_is_not_ready(app_on, revision):
+    with fresh_database("hooklatch_probes") as url:
+        if revision is not None:
+            command.upgrade(alembic_config(url), revision)
+        client = app_on(url)
+        assert client.get("/livez").status_code == 200
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json["error"] == "schema_not_current"
+        assert "hooklatch db upgrade" in ready.json["message"]
+        client.application.extensions["hooklatch"].dispose()
+        command.upgrade(alembic_config(url), "head")
+        assert app_on(url).get("/readyz").status_code == 200
