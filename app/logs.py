@@ -13,6 +13,14 @@ _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar
 )
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception for a log line: its type and the first line of its message. A
+    database error's message goes on with the driver's hints, the statement and a link;
+    the driver's own first line says what happened."""
+    message = str(getattr(exc, "orig", None) or exc).strip()
+    return f"{type(exc).__name__}: {message.splitlines()[0] if message else ''}"
+
+
 @contextmanager
 def bind(**fields: Any) -> Iterator[None]:
     token = _context.set({**(_context.get() or {}), **fields})

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from sqlalchemy import select, update
 
 from hooklatch.events.models import OutboxEntry
+from hooklatch.logs import one_line
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.sinks import Batch, Sink
 from hooklatch.workers.relay.sweep import Sweep
@@ -103,9 +104,7 @@ class Relay:
             except Exception as exc:  # Redis or the database is away: keep the rows, retry
                 failures += 1
                 delay = min(0.5 * 2**failures, 10.0)
-                log.error(
-                    "relay pass failed (%s: %s), retrying in %.1f s", type(exc).__name__, exc, delay
-                )
+                log.error("relay pass failed (%s), retrying in %.1f s", one_line(exc), delay)
                 stop.wait(delay)
                 continue
             if moved >= self.settings.relay_batch_size:

@@ -1,0 +1,60 @@
+"""`hooklatch relay` started while PostgreSQL is away: it says so in one line per retry,
+with growing waits, and moves events once the database answers."""
+
+import re
+import signal
+from dataclasses import replace
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.support.database import count
+from tests.support.pipeline import make_endpoint, wait_for
+from tests.support.processes import free_port, hooklatch_cmd, process_env, with_port
+from tests.support.proxy import TcpProxy
+from tests.support.signing import stripe_event, stripe_headers
+
+SECRET = "whsec_test_secret"
+RETRY = re.compile(r"relay pass failed \((\w+): (.*)\), retrying in ([\d.]+) s$")
+
+
+@pytest.mark.slow
+def test_a_relay_started_while_postgresql_is_away_waits_for_it_then_relays(
+    procs, proc_settings, runtime, client
+):
+    port = free_port()
+    settings = replace(proc_settings, database_url=with_port(proc_settings.database_url, port))
+    relay = procs("relay", hooklatch_cmd("relay"), process_env(settings))
+    wait_for(
+        lambda: relay.log().count("relay pass failed") >= 3,
+        timeout=30,
+        message="the relay saying three times that it cannot reach the database",
+    )
+    assert relay.popen.poll() is None, relay.log()
+    log = relay.log()
+    assert "Traceback" not in log
+    # One line per retry: each line of the log is a record of its own.
+    assert all(re.match(r"\d{4}-\d\d-\d\d ", line) for line in log.splitlines()), log
+    lines = [line for line in log.splitlines() if "relay pass failed" in line]
+    retries = [match for line in lines if (match := RETRY.search(line))]
+    assert len(retries) == len(lines), log
+    assert {match[1] for match in retries} == {"OperationalError"}
+    assert all("Connection refused" in match[2] for match in retries), log
+    waits = [float(match[3]) for match in retries]
+    assert waits == sorted(waits) and waits[-1] > waits[0], waits
+
+    proxy = TcpProxy(("127.0.0.1", urlsplit(proc_settings.database_url).port or 5432), port)
+    try:
+        endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+        body = stripe_event("evt_relay_waited")
+        answer = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
+        assert answer.status_code == 200
+        wait_for(
+            lambda: count(runtime, "SELECT count(*) FROM outbox WHERE job_id IS NOT NULL") == 1,
+            timeout=30,
+            message=f"the event handed to a job by the relay that waited\n{relay.log()}",
+        )
+        relay.popen.send_signal(signal.SIGTERM)
+        assert relay.popen.wait(timeout=15) == 0, relay.log()
+    finally:
+        proxy.stop()
