@@ -1,5 +1,6 @@
-"""`hooklatch relay` started while PostgreSQL is away: it says so in one line per retry,
-with growing waits, and moves events once the database answers."""
+"""`hooklatch relay` and `hooklatch worker` started while PostgreSQL is away: each says so
+in one line per retry, with growing waits, and does its work once the database answers
+(the worker takes no job before)."""
 
 import re
 import signal
@@ -58,3 +59,49 @@ def test_a_relay_started_while_postgresql_is_away_waits_for_it_then_relays(
         assert relay.popen.wait(timeout=15) == 0, relay.log()
     finally:
         proxy.stop()
+
+
+@pytest.mark.slow
+def test_a_worker_started_while_postgresql_is_away_takes_no_job_until_it_answers(
+    procs, proc_settings, runtime, client
+):
+    port = free_port()
+    away = replace(proc_settings, database_url=with_port(proc_settings.database_url, port))
+    worker = procs("worker", hooklatch_cmd("worker"), process_env(away))
+    wait_for(
+        lambda: worker.log().count("database unreachable") >= 2,
+        timeout=30,
+        message="the worker saying twice that it cannot reach the database",
+    )
+    log = worker.log()
+    assert worker.popen.poll() is None, log
+    assert "Traceback" not in log and "Listening on" not in log, log
+    assert all(re.match(r"\d{4}-\d\d-\d\d ", line) for line in log.splitlines()), log
+
+    proxy = TcpProxy(("127.0.0.1", urlsplit(proc_settings.database_url).port or 5432), port)
+    try:
+        wait_for(lambda: "Listening on" in worker.log(), timeout=30, message="worker listening")
+        procs("relay", hooklatch_cmd("relay"), process_env(proc_settings))
+        endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+        body = stripe_event("evt_worker_waited_for_pg", event_type="effect.waited")
+        answer = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
+        assert answer.status_code == 200
+        wait_for(
+            lambda: count(runtime, "SELECT count(*) FROM test_effects") == 1,
+            timeout=30,
+            message=f"the event processed by the worker that waited\n{worker.log()}",
+        )
+        worker.popen.send_signal(signal.SIGTERM)
+        assert worker.popen.wait(timeout=15) == 0, worker.log()
+    finally:
+        proxy.stop()
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_worker_waiting_for_postgresql(procs, proc_settings):
+    port = free_port()
+    away = replace(proc_settings, database_url=with_port(proc_settings.database_url, port))
+    worker = procs("worker", hooklatch_cmd("worker"), process_env(away))
+    wait_for(lambda: "database unreachable" in worker.log(), timeout=30, message="waiting")
+    worker.popen.send_signal(signal.SIGTERM)
+    assert worker.popen.wait(timeout=5) == 0, worker.log()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from types import FrameType
 from typing import Any
@@ -13,7 +14,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq import Worker
 from rq.exceptions import StopRequested
 from rq.worker import BaseWorker, WorkerStatus
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 
+from hooklatch.logs import one_line
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.sinks import SERIALIZER
 from hooklatch.workers.signals import stop_on_signals
@@ -56,6 +60,8 @@ def run_worker(
 
     # Ours until RQ installs its own handlers, and again whenever RQ's loop has ended.
     stop = stop_on_signals("worker", then=hand_on)
+    if not _database_answers(runtime, stop):
+        return False
     failures = 0
     while not stop.is_set():
         worker: BaseWorker | None = None
@@ -87,6 +93,25 @@ def run_worker(
             log.error("RQ's worker quit on its own (see above), starting again in %.1f s", delay)
         if stop.wait(delay):
             break
+    return False
+
+
+def _database_answers(runtime: Runtime, stop: threading.Event) -> bool:
+    """Wait until the database answers (False: a stop came first). A job taken while it
+    is away could only fail, and its events would wait for the relay's sweep."""
+    failures = 0
+    while not stop.is_set():
+        try:
+            with runtime.engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+            if failures:
+                log.info("database reachable, the worker starts")
+            return True
+        except SQLAlchemyError as exc:
+            failures += 1
+            delay = min(0.5 * 2**failures, MAX_WAIT_SECONDS)
+            log.error("database unreachable (%s), trying again in %.1f s", one_line(exc), delay)
+            stop.wait(delay)
     return False
 
 
