@@ -45,6 +45,15 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+# A process that lost its database or Redis tries again after 1, 2, 4, 8, then every 10 s.
+RECONNECT_MAX_SECONDS = 10.0
+
+
+def reconnect_delay(failures: int) -> float:
+    """How long to wait after ``failures`` failed tries in a row (however many)."""
+    return min(0.5 * 2 ** min(failures, 5), RECONNECT_MAX_SECONDS)
+
+
 def normalize_url(url: str) -> str:
     """postgres:// and postgresql:// mean psycopg2, whatever SQLAlchemy's default driver is."""
     for scheme in ("postgres://", "postgresql://"):

@@ -114,7 +114,7 @@ class StoreUnavailable(HooklatchError):
 
 
 class SchemaNotCurrent(HooklatchError):
-    """The database schema is not the one this version runs on: run `hooklatch db upgrade`."""
+    """The database schema is older than this version: run `hooklatch db upgrade`."""
 
     status_code = 503
     reason = "schema_not_current"

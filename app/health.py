@@ -1,5 +1,5 @@
 """Probes. GET /livez: the process answers. GET /readyz: it can take deliveries (the
-database answers, and its schema is at the migrations' head). GET /healthz: the process
+database answers, and its schema is at the migrations' head, or newer). GET /healthz: the process
 answers and the database does (kept for the checks already pointed at it)."""
 
 from __future__ import annotations
@@ -30,7 +30,10 @@ def ready() -> Any:
             revisions = _revisions(connection)
     except SQLAlchemyError as exc:
         raise StoreUnavailable() from exc
-    if revisions != _heads():
+    heads, known = _migrations()
+    # A revision this version does not know is a newer one: migrations run before the new
+    # code starts, and the old processes still serve until they are replaced.
+    if revisions != heads and revisions <= known:
         raise SchemaNotCurrent()
     return OK
 
@@ -54,10 +57,12 @@ def _revisions(connection: Connection) -> frozenset[str]:
 
 
 @cache
-def _heads() -> frozenset[str]:
-    """The revisions this version's migrations end at."""
+def _migrations() -> tuple[frozenset[str], frozenset[str]]:
+    """The revisions this version's migrations end at, and all of theirs."""
     from alembic.script import ScriptDirectory
 
     from hooklatch.migrations import alembic_config
 
-    return frozenset(ScriptDirectory.from_config(alembic_config("sqlite://")).get_heads())
+    scripts = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    known = frozenset(script.revision for script in scripts.walk_revisions())
+    return frozenset(scripts.get_heads()), known

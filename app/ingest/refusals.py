@@ -34,6 +34,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from hooklatch.db import reconnect_delay
 from hooklatch.endpoints.service import record_refusal
 
 log = logging.getLogger(__name__)
@@ -105,17 +106,18 @@ class RefusalCounter:
             self._wake.set()
         return token
 
-    def flush(self) -> None:
-        """Write every held count: one upsert per endpoint and reason."""
+    def flush(self) -> bool:
+        """Write every held count: one upsert per endpoint and reason. False when the
+        database could not take them (they are held for later)."""
         with self._writing:
-            self._write_held()
+            return self._write_held()
 
-    def _write_held(self) -> None:
+    def _write_held(self) -> bool:
         with self._lock:
             held, self._held = self._held, {}
-        self._write(held)
+        return self._write(held)
 
-    def _write(self, held: dict[tuple[str, str], Tally]) -> None:
+    def _write(self, held: dict[tuple[str, str], Tally]) -> bool:
         for position, ((endpoint_id, reason), tally) in enumerate(held.items()):
             try:
                 with self.connect() as connection:
@@ -131,10 +133,11 @@ class RefusalCounter:
             except (OperationalError, InterfaceError, PoolTimeout) as error:
                 log.debug("refusals not counted yet: %s", type(error).__name__)
                 self._hold_again(list(held.items())[position:])
-                return
+                return False
             except SQLAlchemyError as error:  # the endpoint was deleted meanwhile
                 log.debug("refusals not counted: %s", type(error).__name__)
             _log_summed(endpoint_id, reason, tally)
+        return True
 
     def close(self) -> None:
         """Stop the thread and write what is held; the counter counts no more after this."""
@@ -187,13 +190,17 @@ class RefusalCounter:
             atexit.register(self.close)
 
     def _run(self) -> None:
+        failures = 0
         while not self._closing.is_set():
             self._wake.wait()
             self._wake.clear()
             while (delay := self._next_token_in()) > 0:
                 if self._closing.wait(delay):
                     return  # close() writes what is held
-            self.flush()
+            failures = 0 if self.flush() else failures + 1
+            # Counts the database could not take wait, growing, before the next try.
+            if failures and self._closing.wait(reconnect_delay(failures)):
+                return
 
 
 def _log_summed(endpoint_id: str, reason: str, tally: Tally) -> None:

@@ -337,6 +337,9 @@ def _with_store(runtime: Runtime, work: Callable[[Connection], T]) -> T:
             log.error("store unavailable, answered 503: %s", type(exc).__name__)
             raise StoreUnavailable() from exc
         except PoolTimeout as exc:  # the database answers; this process's share is busy
+            if runtime.ingest_engine is None:  # SQLite: the one engine's pool
+                log.error("store unavailable, answered 503: %s", type(exc).__name__)
+                raise StoreUnavailable() from exc
             settings = runtime.settings
             log.warning(
                 "all %d ingest connections stayed busy for %s s, answered 503 "

@@ -97,3 +97,28 @@ def test_refusals_counted_while_the_connections_are_busy_are_written_later(poole
             runtime.refusals.add(endpoint, "bad_signature", now=runtime.clock())
     runtime.refusals.flush()
     assert count(runtime, "SELECT coalesce(sum(count), 0) FROM refusals") == 3
+
+
+@pytest.mark.parametrize("interval", [0.0, 0.05])
+def test_counts_the_database_cannot_take_are_tried_again_after_a_pause(settings, interval):
+    """A failed write waits before the next try: the writing thread must not spin on an
+    unreachable database (or a busy pool) as fast as it can connect."""
+    from hooklatch.db import make_engine, utcnow
+    from hooklatch.ingest.refusals import RefusalCounter
+    from tests.support.processes import free_port, with_port
+
+    away = make_engine(with_port(settings.database_url, free_port()))
+    tries = []
+
+    def connect():
+        tries.append(1)
+        return away.connect()
+
+    counter = RefusalCounter(connect, interval=interval, burst=1)
+    try:
+        counter.add("ep_away", "bad_signature", now=utcnow())
+        threading.Event().wait(1.2)
+        assert 2 <= len(tries) <= 4, len(tries)  # the refusal's own try, then 1 s later
+    finally:
+        counter.close()  # what it holds stays unwritten: the database is still away
+        away.dispose()

@@ -105,3 +105,13 @@ def test_sigterm_stops_a_worker_waiting_for_postgresql(procs, proc_settings):
     wait_for(lambda: "database unreachable" in worker.log(), timeout=30, message="waiting")
     worker.popen.send_signal(signal.SIGTERM)
     assert worker.popen.wait(timeout=5) == 0, worker.log()
+
+
+@pytest.mark.slow
+def test_a_burst_worker_with_an_empty_queue_ends_whether_or_not_postgresql_answers(
+    procs, proc_settings
+):
+    away = replace(proc_settings, database_url=with_port(proc_settings.database_url, free_port()))
+    worker = procs("worker", [*hooklatch_cmd("worker"), "--burst"], process_env(away))
+    assert worker.popen.wait(timeout=20) == 0, worker.log()
+    assert "database unreachable" not in worker.log()

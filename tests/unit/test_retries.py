@@ -1,8 +1,10 @@
-"""How long a failed event waits before its next attempt, and the key handlers pass on."""
+"""How long a failed event waits before its next attempt, the key handlers pass on, and
+how long a process waits before it tries its database or Redis again."""
 
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
+from hooklatch.db import reconnect_delay
 from hooklatch.workers.worker.processing import backoff, idempotency_key
 
 
@@ -29,3 +31,9 @@ def test_backoff_grows_exponentially_within_jitter_and_respects_the_cap():
         delay = backoff(attempt, base=10, maximum=600).total_seconds()
         ceiling = min(600, 10 * 2 ** (attempt - 1))
         assert ceiling / 2 <= delay <= ceiling
+
+
+def test_reconnect_waits_grow_to_ten_seconds_and_stay_there_for_ever():
+    """An outage of hours is thousands of failures in a row: 2 ** 1024 overflowed."""
+    assert [reconnect_delay(n) for n in range(1, 7)] == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    assert reconnect_delay(2000) == reconnect_delay(10**6) == 10.0

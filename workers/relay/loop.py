@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import select, update
 
+from hooklatch.db import reconnect_delay
 from hooklatch.events.models import OutboxEntry
 from hooklatch.logs import one_line
 from hooklatch.runtime import Runtime
@@ -103,7 +104,7 @@ class Relay:
                 failures = 0
             except Exception as exc:  # Redis or the database is away: keep the rows, retry
                 failures += 1
-                delay = min(0.5 * 2**failures, 10.0)
+                delay = reconnect_delay(failures)
                 log.error("relay pass failed (%s), retrying in %.1f s", one_line(exc), delay)
                 stop.wait(delay)
                 continue

@@ -17,6 +17,7 @@ from rq.worker import BaseWorker, WorkerStatus
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from hooklatch.db import reconnect_delay
 from hooklatch.logs import one_line
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.sinks import SERIALIZER
@@ -25,7 +26,6 @@ from hooklatch.workers.worker import jobs
 
 log = logging.getLogger(__name__)
 
-MAX_WAIT_SECONDS = 10.0
 # A worker that ran this long before quitting was healthy: its restarts wait from 1 s again.
 HEALTHY_SECONDS = 60.0
 # A Redis host that does not answer at all must not hold a start, or a stop, for minutes.
@@ -60,7 +60,8 @@ def run_worker(
 
     # Ours until RQ installs its own handlers, and again whenever RQ's loop has ended.
     stop = stop_on_signals("worker", then=hand_on)
-    if not _database_answers(runtime, stop):
+    # A burst run ends when the queue is empty, not when the database comes back.
+    if not burst and not _database_answers(runtime, stop):
         return False
     failures = 0
     while not stop.is_set():
@@ -86,7 +87,7 @@ def run_worker(
         if stop.is_set() or _asked_to_stop(worker) or (burst and error is None):
             return worked
         failures = 1 if time.monotonic() - started > HEALTHY_SECONDS else failures + 1
-        delay = min(0.5 * 2**failures, MAX_WAIT_SECONDS)
+        delay = reconnect_delay(failures)
         if error is not None:
             log.error("Redis unreachable (%s), the worker starts again in %.1f s", error, delay)
         else:
@@ -104,12 +105,13 @@ def _database_answers(runtime: Runtime, stop: threading.Event) -> bool:
         try:
             with runtime.engine.connect() as connection:
                 connection.execute(text("SELECT 1"))
+            runtime.engine.dispose()  # the work horses open their own
             if failures:
                 log.info("database reachable, the worker starts")
             return True
         except SQLAlchemyError as exc:
             failures += 1
-            delay = min(0.5 * 2**failures, MAX_WAIT_SECONDS)
+            delay = reconnect_delay(failures)
             log.error("database unreachable (%s), trying again in %.1f s", one_line(exc), delay)
             stop.wait(delay)
     return False
