@@ -62,6 +62,11 @@ def normalize_url(url: str) -> str:
     return url
 
 
+# An execution option for a connection that only reads: on SQLite its transactions do not
+# take the write lock, so it never waits behind a writer.
+READ_ONLY = "hooklatch_read_only"
+
+
 def make_engine(url: str, **kwargs: Any) -> Engine:
     url = normalize_url(url)
     if url.startswith("sqlite"):
@@ -98,7 +103,10 @@ def _serialise_sqlite_writers(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        if connection.get_execution_options().get(READ_ONLY):
+            connection.exec_driver_sql("BEGIN")  # WAL: a reader never waits for a writer
+        else:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def make_session_factory(engine: Engine) -> sessionmaker:

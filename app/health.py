@@ -11,6 +11,7 @@ from flask import Blueprint
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 
+from hooklatch.db import READ_ONLY
 from hooklatch.errors import SchemaNotCurrent, StoreUnavailable
 from hooklatch.runtime import current_runtime
 
@@ -26,7 +27,7 @@ def live() -> Any:
 @bp.get("/readyz")
 def ready() -> Any:
     try:
-        with current_runtime().engine.connect() as connection:
+        with _reading() as connection:
             revisions = _revisions(connection)
     except SQLAlchemyError as exc:
         raise StoreUnavailable() from exc
@@ -41,11 +42,16 @@ def ready() -> Any:
 @bp.get("/healthz")
 def health() -> Any:
     try:
-        with current_runtime().engine.connect() as connection:
+        with _reading() as connection:
             connection.execute(text("SELECT 1"))
     except SQLAlchemyError as exc:
         raise StoreUnavailable() from exc
     return OK
+
+
+def _reading() -> Connection:
+    """A connection for a probe: it only reads (on SQLite, without the write lock)."""
+    return current_runtime().engine.connect().execution_options(**{READ_ONLY: True})
 
 
 def _revisions(connection: Connection) -> frozenset[str]:

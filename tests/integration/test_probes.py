@@ -72,3 +72,23 @@ def test_a_schema_newer_than_this_version_is_ready(app_on):
             connection.exec_driver_sql("UPDATE alembic_version SET version_num = 'later_one'")
         assert client.get("/readyz").status_code == 200
         runtime.dispose()
+
+
+def test_on_sqlite_the_probes_do_not_wait_for_a_writer(settings, router, tmp_path):
+    """Every SQLite transaction hooklatch opens takes the write lock (BEGIN IMMEDIATE);
+    a probe only reads, and must not queue behind a writer for the 30 s busy timeout."""
+    import sqlite3
+
+    embedded = replace(settings, database_url=None, redis_url=None, instance_path=tmp_path)
+    command.upgrade(alembic_config(embedded.sqlalchemy_url), "head")
+    app = create_app(embedded, router=router)
+    writer = sqlite3.connect(tmp_path / "hooklatch.sqlite3", isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        client = app.test_client()
+        assert client.get("/readyz").status_code == 200
+        assert client.get("/healthz").status_code == 200
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        app.extensions["hooklatch"].dispose()
