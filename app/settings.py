@@ -117,6 +117,10 @@ class Settings:
     # How long a delivery waits for one of them before it is answered 503 (the provider
     # retries): well inside a provider's own 10 to 30 s timeout.
     ingest_wait_seconds: float = 5.0
+    # A worker asked to stop (SIGTERM) finishes the chunk of events under way and hands the
+    # rest of its job back; a chunk still running after this long is cut short (its
+    # transaction rolls back, its events go out again). Well under Kubernetes' 30 s.
+    worker_stop_seconds: float = 20.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -152,6 +156,9 @@ class Settings:
             ),
             ingest_connections=_int(
                 env, "HOOKLATCH_INGEST_CONNECTIONS", cls.ingest_connections, minimum=1
+            ),
+            worker_stop_seconds=_float(
+                env, "HOOKLATCH_WORKER_STOP_SECONDS", cls.worker_stop_seconds
             ),
         )
         return settings.validated()

@@ -47,3 +47,10 @@ def kill_the_process(event, ctx):
     """As a handler that runs out of memory or segfaults: no exception, the process ends."""
     _write(event, ctx)
     os._exit(1)
+
+
+@on("*", "slow.*")
+def write_slowly(event, ctx):
+    """A handler that takes a while: a job of these spans many chunks."""
+    _write(event, ctx)
+    time.sleep(0.2)

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections import Counter
 from collections.abc import Sequence
 
 from rq import get_current_job
+from sqlalchemy import ColumnElement, and_, update
 from sqlalchemy.orm import configure_mappers
 
+from hooklatch.events.models import OutboxEntry
 from hooklatch.logs import bind
 from hooklatch.runtime import Runtime
 from hooklatch.workers.worker.lease import job_lease
@@ -32,6 +35,14 @@ EVENTS_PER_TRANSACTION = 100
 class _State:
     runtime: Runtime | None = None
     pid: int = 0
+    # Set when the worker is asked to stop: the job ends after the chunk it is in and
+    # hands the rest of its work back (see hand_back).
+    stopping = threading.Event()
+
+
+def stop_between_chunks() -> None:
+    """Called from a signal handler: finish the chunk under way, start no other."""
+    _State.stopping.set()
 
 
 def install(runtime: Runtime) -> None:
@@ -76,6 +87,9 @@ def process_events(
     remaining = list(dict.fromkeys(event_ids))
     alone: list[int] = []  # events whose shared transaction could not commit
     while remaining or alone:
+        if _State.stopping.is_set():
+            _hand_back(runtime, [*alone, *remaining], job_id, OutboxEntry.replay_id.is_(None))
+            break
         if alone:
             chunk, alone = alone[:1], alone[1:]
         else:
@@ -119,10 +133,31 @@ def process_replays(
 ) -> Counter[str]:
     """Each replay in its own transaction, with its outbox rows (handed to ``job_id``)."""
     counts: Counter[str] = Counter()
-    for replay_id in dict.fromkeys(replay_ids):
+    replay_ids = list(dict.fromkeys(replay_ids))
+    for position, replay_id in enumerate(replay_ids):
+        if _State.stopping.is_set():
+            _hand_back(runtime, [], job_id, OutboxEntry.replay_id.in_(replay_ids[position:]))
+            break
         with runtime.session_factory.begin() as session:
             outcome = process_replay(session, runtime, replay_id) or "skipped"
             if job_id is not None:
                 release_replay_rows(session, replay_id, job_id)
         counts[f"replay_{outcome}"] += 1
     return counts
+
+
+def _hand_back(
+    runtime: Runtime, event_ids: list[int], job_id: str | None, which: ColumnElement[bool]
+) -> None:
+    """Give this job's rows for work it will not start back to the relay, which hands them
+    out again at its next pass (not counted as a lost dispatch: nothing was started)."""
+    if job_id is None:
+        return
+    rows = and_(OutboxEntry.job_id == job_id, which)
+    if event_ids:
+        rows = and_(rows, OutboxEntry.event_id.in_(event_ids))
+    with runtime.session_factory.begin() as session:
+        handed = session.execute(
+            update(OutboxEntry).where(rows).values(job_id=None, dispatched_at=None)
+        ).rowcount
+    log.info("stopping: %d outbox rows handed back for another job", handed)

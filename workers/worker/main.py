@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import threading
 import time
 from types import FrameType
@@ -73,6 +76,7 @@ def run_worker(
             worker = stoppable(worker_class)(
                 [runtime.settings.queue_name], connection=redis, serializer=SERIALIZER
             )
+            worker.stop_seconds = runtime.settings.worker_stop_seconds  # type: ignore[attr-defined]
             if stop.is_set():
                 break
             current[:] = [worker]
@@ -118,13 +122,18 @@ def _database_answers(runtime: Runtime, stop: threading.Event) -> bool:
 
 
 def stoppable(worker_class: type[BaseWorker]) -> type[BaseWorker]:
-    """``worker_class`` that stops at its next Redis retry once a stop was taken.
+    """``worker_class`` that stops in bounded time once asked to.
 
-    RQ's signal handler raises StopRequested wherever the worker is. While Redis is away
-    RQ logs each failed retry, and a StopRequested raised inside that log call is
+    Idle: RQ's signal handler raises StopRequested wherever the worker is. While Redis is
+    away RQ logs each failed retry, and a StopRequested raised inside that log call is
     swallowed by logging (an exception in a handler is reported, not raised): RQ then
     retried for ever and SIGTERM did not stop the worker. Each retry begins with a
     heartbeat; there, a stop already taken by an idle worker is raised again.
+
+    Busy: RQ's warm shutdown waits for the whole job, up to a thousand events. The job is
+    told to stop after the chunk under way (in the work horse, by a SIGTERM it now
+    catches; in this process, for a worker that does not fork), and a horse still at work
+    ``stop_seconds`` later is killed.
     """
 
     made = _STOPPABLE.get(worker_class)
@@ -135,9 +144,40 @@ def stoppable(worker_class: type[BaseWorker]) -> type[BaseWorker]:
                 raise StopRequested()
             return worker_class.heartbeat(self, *args, **kwargs)
 
-        made = type(worker_class.__name__, (worker_class,), {"heartbeat": heartbeat})
+        def setup_work_horse_signals(self: Any) -> None:
+            worker_class.setup_work_horse_signals(self)
+            signal.signal(signal.SIGTERM, lambda signum, frame: jobs.stop_between_chunks())
+
+        def handle_warm_shutdown_request(self: Any) -> None:
+            worker_class.handle_warm_shutdown_request(self)
+            jobs.stop_between_chunks()
+            horse = self.horse_pid
+            if horse:
+                os.kill(horse, signal.SIGTERM)
+                timer = threading.Timer(self.stop_seconds, _cut_short, args=(self, horse))
+                timer.daemon = True
+                timer.start()
+
+        made = type(
+            worker_class.__name__,
+            (worker_class,),
+            {
+                "heartbeat": heartbeat,
+                "setup_work_horse_signals": setup_work_horse_signals,
+                "handle_warm_shutdown_request": handle_warm_shutdown_request,
+                "stop_seconds": 20.0,
+            },
+        )
         _STOPPABLE[worker_class] = made
     return made
+
+
+def _cut_short(worker: BaseWorker, horse: int) -> None:
+    """The horse still works ``stop_seconds`` after the stop: its chunk rolls back."""
+    if worker.horse_pid == horse:
+        log.warning("the job's chunk is still running: stopping its work horse now")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(horse, signal.SIGKILL)
 
 
 _STOPPABLE: dict[type[BaseWorker], type[BaseWorker]] = {}

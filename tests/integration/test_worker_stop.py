@@ -1,0 +1,90 @@
+"""SIGTERM to `hooklatch worker` in the middle of a job of many events: the chunk under
+way finishes, the rest of the job goes back to the relay, the process exits, and in the
+end every event runs once. RQ's own warm shutdown waited for the whole job."""
+
+import signal
+
+import pytest
+
+from tests.support.database import count
+from tests.support.pipeline import deliver, make_endpoint, wait_for
+from tests.support.processes import hooklatch_cmd, process_env
+
+SECRET = "whsec_test_secret"
+EVENTS = 40  # 0.2 s each: a job of all of them runs for 8 s
+
+
+def effects_per_event(runtime) -> list[int]:
+    with runtime.engine.connect() as connection:
+        rows = connection.exec_driver_sql(
+            "SELECT count(*) FROM test_effects GROUP BY external_id"
+        ).all()
+    return [row[0] for row in rows]
+
+
+def start_worker(procs, env, args, name="worker"):
+    worker = procs(name, [*hooklatch_cmd("worker"), *args], env)
+    wait_for(lambda: "Listening on" in worker.log(), timeout=30, message="worker listening")
+    return worker
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [[], ["--simple"]], ids=["forking", "simple"])
+def test_sigterm_mid_job_ends_after_the_chunk_and_hands_the_rest_back(
+    procs, proc_settings, runtime, client, args
+):
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    for n in range(EVENTS):  # stored before the relay starts: one job takes them all
+        deliver(client, endpoint, f"evt_stop_{n}", "slow.stop")
+    env = process_env(proc_settings)
+    worker = start_worker(procs, env, args)
+    procs("relay", hooklatch_cmd("relay"), env)
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM test_effects") >= 3,
+        timeout=30,
+        message="the job under way",
+    )
+    worker.popen.send_signal(signal.SIGTERM)
+    assert worker.popen.wait(timeout=30) == 0, worker.log()
+    done = count(runtime, "SELECT count(*) FROM test_effects")
+    assert 3 <= done < EVENTS, worker.log()  # it did not wait for the job's end
+    assert "outbox rows handed back" in worker.log()
+
+    start_worker(procs, env, args, name="next-worker")
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM events WHERE status = 'processed'") == EVENTS,
+        timeout=60,
+        message="every event processed by the next worker",
+    )
+    assert effects_per_event(runtime) == [1] * EVENTS
+    # Handed back, not lost: no row counts a lost dispatch against its event.
+    assert count(runtime, "SELECT count(*) FROM outbox") == 0
+    assert "lost" not in worker.log().lower()
+
+
+@pytest.mark.slow
+def test_a_chunk_still_running_after_the_stop_grace_is_cut_short_and_runs_again(
+    procs, proc_settings, runtime, client, tmp_path
+):
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    deliver(client, endpoint, "evt_hangs", "hang.stop")  # hangs the first time it runs
+    env = process_env(
+        proc_settings, HOOKLATCH_WORKER_STOP_SECONDS="1", HOOKLATCH_TEST_MARKERS=str(markers)
+    )
+    worker = start_worker(procs, env, [])
+    procs("relay", hooklatch_cmd("relay"), env)
+    wait_for(lambda: (markers / "evt_hangs").exists(), timeout=30, message="the handler hangs")
+    worker.popen.send_signal(signal.SIGTERM)
+    assert worker.popen.wait(timeout=15) == 0, worker.log()
+    assert "stopping its work horse now" in worker.log()
+    assert count(runtime, "SELECT count(*) FROM test_effects") == 0  # its chunk rolled back
+
+    start_worker(procs, env, [], name="next-worker")
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM events WHERE status = 'processed'") == 1,
+        timeout=60,
+        message="the event processed by the next worker",
+    )
+    assert effects_per_event(runtime) == [1]
