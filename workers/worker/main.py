@@ -145,16 +145,19 @@ def stoppable(worker_class: type[BaseWorker]) -> type[BaseWorker]:
             return worker_class.heartbeat(self, *args, **kwargs)
 
         def setup_work_horse_signals(self: Any) -> None:
-            worker_class.setup_work_horse_signals(self)
+            # As RQ's, except SIGTERM (RQ: the default, death wherever the horse is).
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, lambda signum, frame: jobs.stop_between_chunks())
+            signal.siginterrupt(signal.SIGTERM, False)  # a handler's system calls go on
 
         def handle_warm_shutdown_request(self: Any) -> None:
             worker_class.handle_warm_shutdown_request(self)
-            jobs.stop_between_chunks()
-            horse = self.horse_pid
+            jobs.stop_between_chunks()  # a SimpleWorker's job runs in this process
+            horse, job_id = self.horse_pid, self.get_current_job_id()
             if horse:
-                os.kill(horse, signal.SIGTERM)
-                timer = threading.Timer(self.stop_seconds, _cut_short, args=(self, horse))
+                with contextlib.suppress(ProcessLookupError):  # it has just ended
+                    os.kill(horse, signal.SIGTERM)
+                timer = threading.Timer(self.stop_seconds, _cut_short, args=(self, horse, job_id))
                 timer.daemon = True
                 timer.start()
 
@@ -172,12 +175,18 @@ def stoppable(worker_class: type[BaseWorker]) -> type[BaseWorker]:
     return made
 
 
-def _cut_short(worker: BaseWorker, horse: int) -> None:
-    """The horse still works ``stop_seconds`` after the stop: its chunk rolls back."""
+def _cut_short(worker: BaseWorker, horse: int, job_id: str | None) -> None:
+    """The horse still works ``stop_seconds`` after the stop: its chunk rolls back.
+
+    The job is recorded as stopped, not as a horse that died: the relay's sweep then hands
+    its rows out again without counting a lost dispatch against events that a stop, not
+    their handlers, cut short (a handler that never ends still meets the job timeout).
+    """
     if worker.horse_pid == horse:
         log.warning("the job's chunk is still running: stopping its work horse now")
+        worker._stopped_job_id = job_id
         with contextlib.suppress(ProcessLookupError):
-            os.kill(horse, signal.SIGKILL)
+            os.killpg(horse, signal.SIGKILL)  # the horse leads its own group (RQ)
 
 
 _STOPPABLE: dict[type[BaseWorker], type[BaseWorker]] = {}
