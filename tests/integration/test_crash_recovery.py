@@ -90,6 +90,32 @@ def test_relay_killed_after_pushing_to_redis_before_commit_still_runs_the_handle
 
 
 @pytest.mark.slow
+def test_relay_stopped_after_pushing_to_redis_before_commit_commits_then_exits(
+    client, runtime, proc_settings, procs
+):
+    """SIGTERM where the SIGKILL above lands: the pass under way commits, then the relay
+    exits; the event runs once."""
+    env = process_env(proc_settings)
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    event_id = deliver(client, endpoint, "evt_relay_term", "effect.relay")
+
+    stopped = procs(
+        "stopped-relay", [sys.executable, "-m", "tests.support.crashing_relay", "term"], env
+    )
+    assert stopped.popen.wait(timeout=30) == 0, stopped.log()
+    with runtime.engine.connect() as connection:
+        job_ids = connection.exec_driver_sql("SELECT job_id FROM outbox").scalars().all()
+    assert len(job_ids) == 1 and job_ids[0] is not None  # handed to the job it pushed
+
+    procs("worker", hooklatch_cmd("worker"), env)
+    wait_for(
+        lambda: load_event(runtime, event_id).status == "processed", timeout=30, message="processed"
+    )
+    assert count(runtime, "SELECT count(*) FROM outbox") == 0
+    assert len(effect_rows(runtime, "evt_relay_term")) == 1
+
+
+@pytest.mark.slow
 def test_a_handler_that_kills_its_process_ends_dead_and_its_batch_mates_run_once(
     client, runtime, proc_settings, procs
 ):

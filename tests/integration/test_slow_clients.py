@@ -6,14 +6,11 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import shlex
 import socket
 import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -22,23 +19,17 @@ from tests.support.database import stored_for
 from tests.support.http import PATIENCE, timed, timed_delivery
 from tests.support.install import ROOT
 from tests.support.pipeline import make_endpoint
-from tests.support.processes import free_port, hooklatch_cmd, process_env, wait_http
+from tests.support.processes import (
+    free_port,
+    hooklatch_cmd,
+    on_path,
+    process_env,
+    procfile_command,
+    wait_http,
+)
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_test_secret"
-
-
-def procfile_command(kind: str) -> list[str]:
-    for line in (ROOT / "Procfile").read_text().splitlines():
-        name, _, command = line.partition(":")
-        if name.strip() == kind:
-            return shlex.split(command)
-    raise AssertionError(f"the Procfile has no {kind} process")
-
-
-def on_path(env: dict[str, str]) -> dict[str, str]:
-    """``env`` with this interpreter's scripts first on PATH, as a deployment has them."""
-    return {**env, "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}"}
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -173,3 +174,17 @@ def with_port(url: str, port: int) -> str:
         else f"{parts.hostname}:{port}"
     )
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def procfile_command(kind: str) -> list[str]:
+    """The Procfile's command for ``kind`` (web, worker, relay), as a process manager runs it."""
+    for line in (ROOT / "Procfile").read_text().splitlines():
+        name, _, command = line.partition(":")
+        if name.strip() == kind:
+            return shlex.split(command)
+    raise AssertionError(f"the Procfile has no {kind} process")
+
+
+def on_path(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this interpreter's scripts first on PATH, as a deployment has them."""
+    return {**env, "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}"}
