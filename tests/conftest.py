@@ -105,6 +105,21 @@ def app(settings, router):
 
 
 @pytest.fixture
+def app_with(settings, router):
+    """Apps on ``settings`` with some fields changed; each disposed of at the end."""
+    made = []
+
+    def make(**changes):
+        app = create_app(replace(settings, **changes), router=router)
+        made.append(app)
+        return app
+
+    yield make
+    for app in made:
+        app.extensions["hooklatch"].dispose()
+
+
+@pytest.fixture
 def runtime(app):
     return app.extensions["hooklatch"]
 

@@ -5,7 +5,6 @@ a connection are kept for later."""
 
 import logging
 import threading
-from dataclasses import replace
 
 import pytest
 
@@ -17,23 +16,14 @@ SECRET = "whsec_pool_secret"
 
 
 @pytest.fixture
-def pooled(settings, router):
+def pooled(app_with):
     """Apps with two ingest connections, waiting ``wait`` seconds for one."""
-    from hooklatch import create_app
-
-    made = []
 
     def make(wait=5.0, **changes):
-        app = create_app(
-            replace(settings, ingest_connections=2, ingest_wait_seconds=wait, **changes),
-            router=router,
-        )
-        made.append(app)
+        app = app_with(ingest_connections=2, ingest_wait_seconds=wait, **changes)
         return app, app.extensions["hooklatch"]
 
-    yield make
-    for app in made:
-        app.extensions["hooklatch"].dispose()
+    return make
 
 
 def post_stripe(client, endpoint, event_id, secret=SECRET):

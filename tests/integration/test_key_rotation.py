@@ -5,7 +5,6 @@ import base64
 import hashlib
 import hmac
 import json
-from dataclasses import replace
 
 import pytest
 from cryptography.fernet import Fernet
@@ -14,25 +13,15 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from githubkit.webhooks import sign as hub_sign
 from sqlalchemy import text
 
-from hooklatch import create_app
 from hooklatch.testing import json_body
 from tests.support.cli import run_cli
 from tests.support.providers.meta import APP_SECRET, VERIFY_TOKEN, text_message, whatsapp
 
 
 @pytest.fixture
-def client_with_keys(settings, router):
+def client_with_keys(app_with):
     """A test client of an app that has only the given HOOKLATCH_SECRET_KEYS."""
-    apps = []
-
-    def make(*keys):
-        app = create_app(replace(settings, secret_keys=keys), router=router)
-        apps.append(app)
-        return app.test_client()
-
-    yield make
-    for app in apps:
-        app.extensions["hooklatch"].dispose()
+    return lambda *keys: app_with(secret_keys=keys).test_client()
 
 
 def add_meta_endpoint(settings):

@@ -6,25 +6,15 @@ from dataclasses import replace
 import pytest
 from alembic import command
 
-from hooklatch import create_app
 from hooklatch.migrations import alembic_config
 from tests.support.database import fresh_database
 from tests.support.processes import free_port, with_port
 
 
 @pytest.fixture
-def app_on(settings, router):
-    """An app whose database is ``url``."""
-    made = []
-
-    def make(url):
-        app = create_app(replace(settings, database_url=url), router=router)
-        made.append(app)
-        return app.test_client()
-
-    yield make
-    for app in made:
-        app.extensions["hooklatch"].dispose()
+def app_on(app_with):
+    """A test client of an app whose database is ``url``."""
+    return lambda url: app_with(database_url=url).test_client()
 
 
 def test_a_process_whose_schema_is_current_is_live_and_ready(client):
@@ -74,21 +64,19 @@ def test_a_schema_newer_than_this_version_is_ready(app_on):
         runtime.dispose()
 
 
-def test_on_sqlite_the_probes_do_not_wait_for_a_writer(settings, router, tmp_path):
+def test_on_sqlite_the_probes_do_not_wait_for_a_writer(settings, app_with, tmp_path):
     """Every SQLite transaction hooklatch opens takes the write lock (BEGIN IMMEDIATE);
     a probe only reads, and must not queue behind a writer for the 30 s busy timeout."""
     import sqlite3
 
     embedded = replace(settings, database_url=None, redis_url=None, instance_path=tmp_path)
     command.upgrade(alembic_config(embedded.sqlalchemy_url), "head")
-    app = create_app(embedded, router=router)
+    client = app_with(database_url=None, redis_url=None, instance_path=tmp_path).test_client()
     writer = sqlite3.connect(tmp_path / "hooklatch.sqlite3", isolation_level=None)
     try:
         writer.execute("BEGIN IMMEDIATE")
-        client = app.test_client()
         assert client.get("/readyz").status_code == 200
         assert client.get("/healthz").status_code == 200
     finally:
         writer.execute("ROLLBACK")
         writer.close()
-        app.extensions["hooklatch"].dispose()

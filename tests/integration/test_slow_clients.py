@@ -22,9 +22,7 @@ from tests.support.pipeline import make_endpoint
 from tests.support.processes import (
     free_port,
     hooklatch_cmd,
-    on_path,
-    process_env,
-    procfile_command,
+    start_procfile_web,
     wait_http,
 )
 from tests.support.signing import stripe_event, stripe_headers
@@ -36,11 +34,7 @@ SECRET = "whsec_test_secret"
 def test_procfile_web_answers_signed_deliveries_while_fifty_clients_trickle(
     procs, proc_settings, runtime
 ):
-    port = free_port()
-    env = on_path(process_env(proc_settings, HOST="127.0.0.1", PORT=str(port)))
-    web = procs("web", procfile_command("web"), env)
-    base = f"http://127.0.0.1:{port}"
-    wait_http(base + "/healthz", web)
+    base, _, web = start_procfile_web(procs, proc_settings)
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
     url = f"{base}/hooks/{endpoint}"
 
@@ -61,11 +55,7 @@ def test_a_request_waiting_on_postgresql_lets_the_same_worker_answer_others(
     procs, proc_settings, runtime
 ):
     """One gevent worker: psycopg2 must wait through gevent's hub, not block the worker."""
-    port = free_port()
-    env = on_path(process_env(proc_settings, HOST="127.0.0.1", PORT=str(port), WEB_CONCURRENCY="1"))
-    web = procs("web", procfile_command("web"), env)
-    base = f"http://127.0.0.1:{port}"
-    wait_http(base + "/healthz", web)
+    base, _, web = start_procfile_web(procs, proc_settings, WEB_CONCURRENCY="1")
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
 
     with ThreadPoolExecutor(1) as pool, runtime.engine.connect() as locker:
@@ -131,10 +121,7 @@ def test_clients_pipelining_requests_do_not_hold_their_worker(procs, proc_settin
     one. Without taking turns, each kept the worker for all of its 50, and a delivery sent
     meanwhile on another kept-alive connection waited behind most of the 1,000; it is
     answered while they are still being refused."""
-    port = free_port()
-    env = on_path(process_env(proc_settings, HOST="127.0.0.1", PORT=str(port), WEB_CONCURRENCY="1"))
-    web = procs("web", procfile_command("web"), env)
-    wait_http(f"http://127.0.0.1:{port}/healthz", web)
+    _, port, web = start_procfile_web(procs, proc_settings, WEB_CONCURRENCY="1")
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
     path = f"/hooks/{endpoint}"
     # The first refusals of an endpoint are checked again against the database (a wait
@@ -182,10 +169,7 @@ def test_clients_pipelining_requests_do_not_hold_their_worker(procs, proc_settin
 def test_a_kept_alive_connection_is_closed_after_fifty_requests(procs, proc_settings):
     """Connections opened at the same moment land unevenly on the gevent workers and stay
     there; closing each after 50 requests lets the idler workers take them back."""
-    port = free_port()
-    env = on_path(process_env(proc_settings, HOST="127.0.0.1", PORT=str(port)))
-    web = procs("web", procfile_command("web"), env)
-    wait_http(f"http://127.0.0.1:{port}/healthz", web)
+    _, port, _ = start_procfile_web(procs, proc_settings)
     client = http.client.HTTPConnection("127.0.0.1", port, timeout=PATIENCE)
     closing = []
     for n in range(1, 101):

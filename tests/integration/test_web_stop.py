@@ -10,18 +10,14 @@ import pytest
 from tests.support.database import stored_for
 from tests.support.http import timed_delivery
 from tests.support.pipeline import make_endpoint
-from tests.support.processes import free_port, on_path, process_env, procfile_command, wait_http
+from tests.support.processes import start_procfile_web
 
 SECRET = "whsec_test_secret"
 
 
 @pytest.mark.slow
 def test_sigterm_lets_deliveries_in_flight_finish_then_stops(procs, proc_settings, runtime):
-    port = free_port()
-    env = on_path(process_env(proc_settings, HOST="127.0.0.1", PORT=str(port)))
-    web = procs("web", procfile_command("web"), env)
-    base = f"http://127.0.0.1:{port}"
-    wait_http(base + "/healthz", web)
+    base, _, web = start_procfile_web(procs, proc_settings)
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
 
     with ThreadPoolExecutor(8) as pool, runtime.engine.connect() as locker:

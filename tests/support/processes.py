@@ -188,3 +188,14 @@ def procfile_command(kind: str) -> list[str]:
 def on_path(env: dict[str, str]) -> dict[str, str]:
     """``env`` with this interpreter's scripts first on PATH, as a deployment has them."""
     return {**env, "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}"}
+
+
+def start_procfile_web(procs: Any, settings: Settings, **env_extra: str) -> tuple[str, int, Proc]:
+    """The Procfile's web command as a process manager runs it, on a free port, answering;
+    returns its base URL, port and process."""
+    port = free_port()
+    env = on_path(process_env(settings, HOST="127.0.0.1", PORT=str(port), **env_extra))
+    web = procs("web", procfile_command("web"), env)
+    base = f"http://127.0.0.1:{port}"
+    wait_http(base + "/healthz", web)
+    return base, port, web
