@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -12,6 +13,8 @@ from typing import Any
 from cryptography.fernet import Fernet
 
 DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024
+
+log = logging.getLogger(__name__)
 
 
 class SettingsError(ValueError):
@@ -102,6 +105,27 @@ class Settings:
     # How long an event's dedupe key is kept. Refused at start when shorter than an
     # installed provider's retry window (a late retry would be stored a second time).
     dedupe_retention_days: float = 30.0
+    # After this long a processed or ignored event's body and headers are deleted; its
+    # row, dedupe key, SHA-256 and history stay until the dedupe clock. Dead and pending
+    # events keep their payload.
+    payload_retention_days: float = 7.0
+    # Only for test and staging setups whose clocks run in seconds: start even when the
+    # dedupe clock is shorter than a provider's retry window (a late retry of a deleted
+    # event is then stored and handled again). Logged at start as a warning.
+    unsafe_short_retention: bool = False
+    # Retention runs in every relay: rows per statement, and the pause between passes
+    # once nothing is left to do (a full batch is followed by the next one at once).
+    cleanup_batch_size: int = 5000
+    cleanup_interval_seconds: float = 5.0
+    # Relays and workers write a heartbeat row this often; `hooklatch status` calls a
+    # process silent after three missed beats.
+    heartbeat_seconds: float = 5.0
+    # Relays and workers serve their metrics on this port (none when unset); the web
+    # process serves /metrics on its own port.
+    metrics_port: int | None = None
+    # Numbers read from the database for /metrics and status are cached this long, so a
+    # scrape never waits on a slow query.
+    metrics_cache_seconds: float = 5.0
     # Server-side prepared statements on ingest connections. Turn off behind a pooler
     # in transaction mode (PgBouncer, any version: it tracks protocol-level prepared
     # statements only, never SQL PREPARE), where a session's statements vanish.
@@ -125,6 +149,7 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
+        dedupe_days = _float(env, "HOOKLATCH_DEDUPE_RETENTION_DAYS", cls.dedupe_retention_days)
         settings = cls(
             database_url=env.get("DATABASE_URL") or None,
             redis_url=env.get("REDIS_URL") or None,
@@ -145,8 +170,24 @@ class Settings:
             ),
             relay_poll_seconds=_float(env, "HOOKLATCH_RELAY_POLL_SECONDS", cls.relay_poll_seconds),
             prepare_statements=_flag(env, "HOOKLATCH_PREPARE_STATEMENTS", True),
-            dedupe_retention_days=_float(
-                env, "HOOKLATCH_DEDUPE_RETENTION_DAYS", cls.dedupe_retention_days
+            dedupe_retention_days=dedupe_days,
+            # Unset, it follows a shorter dedupe clock down; set, it must not exceed it.
+            payload_retention_days=_float(
+                env,
+                "HOOKLATCH_PAYLOAD_RETENTION_DAYS",
+                min(cls.payload_retention_days, dedupe_days),
+            ),
+            unsafe_short_retention=_flag(env, "HOOKLATCH_UNSAFE_SHORT_RETENTION", False),
+            cleanup_batch_size=_int(
+                env, "HOOKLATCH_CLEANUP_BATCH_SIZE", cls.cleanup_batch_size, minimum=1
+            ),
+            cleanup_interval_seconds=_float(
+                env, "HOOKLATCH_CLEANUP_INTERVAL_SECONDS", cls.cleanup_interval_seconds
+            ),
+            heartbeat_seconds=_float(env, "HOOKLATCH_HEARTBEAT_SECONDS", cls.heartbeat_seconds),
+            metrics_port=_int(env, "HOOKLATCH_METRICS_PORT", 0, minimum=0) or None,
+            metrics_cache_seconds=_float(
+                env, "HOOKLATCH_METRICS_CACHE_SECONDS", cls.metrics_cache_seconds
             ),
             sweep_interval_seconds=_float(
                 env, "HOOKLATCH_SWEEP_INTERVAL_SECONDS", cls.sweep_interval_seconds
@@ -187,6 +228,19 @@ class Settings:
             raise SettingsError(
                 "HOOKLATCH_RETRY_MAX_SECONDS must not be smaller than HOOKLATCH_RETRY_BASE_SECONDS"
             )
+        if self.dedupe_retention_days <= 0 or self.payload_retention_days <= 0:
+            raise SettingsError(
+                "HOOKLATCH_DEDUPE_RETENTION_DAYS and HOOKLATCH_PAYLOAD_RETENTION_DAYS must be "
+                "more than 0"
+            )
+        if self.payload_retention_days > self.dedupe_retention_days:
+            raise SettingsError(
+                f"HOOKLATCH_PAYLOAD_RETENTION_DAYS={self.payload_retention_days:g} is longer "
+                f"than HOOKLATCH_DEDUPE_RETENTION_DAYS={self.dedupe_retention_days:g}: an "
+                "event's row, payload included, is deleted at the dedupe clock"
+            )
+        if self.metrics_port is not None and self.metrics_port > 65535:
+            raise SettingsError(f"HOOKLATCH_METRICS_PORT must be a port, got {self.metrics_port}")
         _check_fernet_keys(self.secret_keys)
         if not self.secret_keys and self.database_url:
             raise SettingsError(
@@ -213,7 +267,15 @@ def check_retention(settings: Settings, providers: Mapping[str, Any]) -> None:
     retention = timedelta(days=settings.dedupe_retention_days)
     for name, provider in sorted(providers.items()):
         window: timedelta = provider.retry_window
-        if retention < window:
+        if retention < window and settings.unsafe_short_retention:
+            log.warning(
+                "HOOKLATCH_UNSAFE_SHORT_RETENTION: dedupe keys are kept %g days, less than "
+                "provider %r's retry window (%g days): its late retries are handled again",
+                settings.dedupe_retention_days,
+                name,
+                window.total_seconds() / 86400,
+            )
+        elif retention < window:
             raise SettingsError(
                 f"HOOKLATCH_DEDUPE_RETENTION_DAYS={settings.dedupe_retention_days:g} is shorter "
                 f"than provider {name!r}'s retry window ({window.total_seconds() / 86400:g} "

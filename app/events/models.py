@@ -46,6 +46,15 @@ class Event(Base):
         # index: a quarter of the size of a B-tree on (endpoint_id, body_sha256), and a
         # third or less of its write-ahead log per event (docs/benchmarks.md).
         Index("ix_events_body_sha256", "body_sha256", postgresql_using="hash"),
+        # Retention's payload pass: processed and ignored events that still hold their body,
+        # oldest first. A row enters it when a worker finishes the event (ingest writes
+        # pending rows: no entry, no cost) and leaves it when its payload is pruned.
+        Index(
+            "ix_events_prunable",
+            "received_at",
+            postgresql_where=text("body IS NOT NULL AND status IN ('processed', 'ignored')"),
+            sqlite_where=text("body IS NOT NULL AND status IN ('processed', 'ignored')"),
+        ),
         # The events that repeat an earlier body, counted by endpoint.
         Index(
             "ix_events_repeated_bodies",

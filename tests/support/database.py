@@ -21,6 +21,7 @@ TABLES = (
     "endpoint_secrets",
     "refusals",
     "endpoints",
+    "heartbeats",
     "test_effects",
 )
 

@@ -1,0 +1,1 @@
+"""Running hooklatch for months: retention, heartbeats, status."""
