@@ -66,6 +66,13 @@ class BadRequest(HooklatchError):
     reason = "bad_request"
 
 
+class PayloadPruned(HooklatchError):
+    """The event's body and headers were deleted by retention: it cannot run again."""
+
+    status_code = 409
+    reason = "payload_pruned"
+
+
 class VerificationError(HooklatchError):
     """The request's signature or timestamp did not verify."""
 

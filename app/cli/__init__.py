@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from hooklatch.cli.cleanup import cleanup
 from hooklatch.cli.db import db
 from hooklatch.cli.endpoints import endpoints
 from hooklatch.cli.events import events
@@ -22,7 +23,18 @@ def main(ctx: click.Context) -> None:
     ctx.ensure_object(dict)
 
 
-for command in (keys, db, endpoints, events, relay, worker, serve, send_test, providers_list):
+for command in (
+    keys,
+    db,
+    endpoints,
+    events,
+    relay,
+    worker,
+    serve,
+    send_test,
+    providers_list,
+    cleanup,
+):
     main.add_command(command)
 
 __all__ = ["main"]

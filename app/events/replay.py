@@ -4,17 +4,28 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hooklatch.errors import NotFound
+from hooklatch.errors import NotFound, PayloadPruned
 from hooklatch.events.models import PENDING, Event, OutboxEntry, Replay
 
 
 def request_replay(
     session: Session, event_id: int, *, requested_by: str, reason: str | None, now: datetime
 ) -> Replay:
-    if session.get(Event, event_id) is None:
+    # Locked: retention prunes or deletes only unlocked events without outbox rows, so
+    # once this commits the payload stays until the replay has run.
+    event = session.scalars(
+        select(Event).where(Event.id == event_id).with_for_update()
+    ).one_or_none()
+    if event is None:
         raise NotFound(f"no event {event_id}")
+    if event.body is None:
+        raise PayloadPruned(
+            f"event {event_id}'s body and headers were deleted by retention "
+            "(HOOKLATCH_PAYLOAD_RETENTION_DAYS): its handlers cannot run again"
+        )
     replay = Replay(
         event_id=event_id,
         requested_by=requested_by,

@@ -69,3 +69,32 @@ def test_a_repeated_body_is_flagged_and_a_late_copy_does_not_rearm_on_sqlite(emb
     assert again["rearmed"] is True
     assert load_event(runtime, first["id"]).status == "pending"
     assert count(runtime, "SELECT count(*) FROM outbox") == 1
+
+
+def test_retention_prunes_and_deletes_on_sqlite(embedded):
+    from hooklatch.operations.retention import Retention
+
+    client, runtime = embedded(FIRST_SEEN)
+    endpoint, _ = make_endpoint(runtime, "github", secrets=["gh-secret"])
+
+    def post(delivery, client=client):
+        body = json.dumps({"action": "opened", "issue": {"number": delivery}}).encode()
+        headers = github_headers(body, "gh-secret", event="issues", delivery=f"d-{delivery}")
+        return client.post(f"/hooks/{endpoint}", data=body, headers=headers).json
+
+    kept, pruned = (post(n)["events"][0]["id"] for n in (1, 2))
+    with runtime.engine.begin() as c:
+        c.exec_driver_sql("UPDATE events SET status = 'processed' WHERE id = ?", (pruned,))
+        c.exec_driver_sql("DELETE FROM outbox")
+
+    def cleanup(now):
+        return Retention(replace(runtime, clock=lambda: now)).once()
+
+    assert cleanup(FIRST_SEEN + timedelta(days=8)).pruned == 1
+    assert load_event(runtime, pruned).body is None
+    assert load_event(runtime, kept).body is not None  # still pending
+    assert post(2)["status"] == "duplicate"
+    with runtime.engine.begin() as c:
+        c.exec_driver_sql("UPDATE events SET status = 'dead'")
+    assert cleanup(FIRST_SEEN + timedelta(days=31)).deleted == 2
+    assert count(runtime, "SELECT count(*) FROM events") == 0

@@ -23,6 +23,15 @@ def test_defaults_are_the_embedded_receiver(tmp_path):
         ({"REDIS_URL": "localhost:6379"}, "REDIS_URL must be"),
         ({"HOOKLATCH_PUBLIC_URL": "hooks.example.com"}, "HOOKLATCH_PUBLIC_URL must start"),
         ({"HOOKLATCH_RETRY_BASE_SECONDS": "-1"}, "must not be negative"),
+        ({"HOOKLATCH_DEDUPE_RETENTION_DAYS": "0"}, "must be more than 0"),
+        ({"HOOKLATCH_PAYLOAD_RETENTION_DAYS": "0"}, "must be more than 0"),
+        (
+            {"HOOKLATCH_PAYLOAD_RETENTION_DAYS": "40"},
+            "HOOKLATCH_PAYLOAD_RETENTION_DAYS=40 is longer than HOOKLATCH_DEDUPE_RETENTION_DAYS=30",
+        ),
+        ({"HOOKLATCH_CLEANUP_BATCH_SIZE": "0"}, "HOOKLATCH_CLEANUP_BATCH_SIZE must be at least 1"),
+        ({"HOOKLATCH_UNSAFE_SHORT_RETENTION": "maybe"}, "must be true or false"),
+        ({"HOOKLATCH_METRICS_PORT": "70000"}, "HOOKLATCH_METRICS_PORT must be a port"),
     ],
 )
 def test_bad_settings_fail_fast_naming_the_variable(env, message):
@@ -75,3 +84,12 @@ def test_ingest_connections_are_read_and_at_least_one():
     assert Settings.from_env({**base, "HOOKLATCH_INGEST_CONNECTIONS": "8"}).ingest_connections == 8
     with pytest.raises(SettingsError, match="HOOKLATCH_INGEST_CONNECTIONS"):
         Settings.from_env({**base, "HOOKLATCH_INGEST_CONNECTIONS": "0"})
+
+
+def test_the_payload_clock_defaults_to_a_week_and_follows_a_shorter_dedupe_clock_down():
+    assert Settings.from_env({}).payload_retention_days == 7
+    assert Settings.from_env({}).dedupe_retention_days == 30
+    short = Settings.from_env({"HOOKLATCH_DEDUPE_RETENTION_DAYS": "5"})
+    assert short.payload_retention_days == 5
+    chosen = Settings.from_env({"HOOKLATCH_PAYLOAD_RETENTION_DAYS": "0.5"})
+    assert chosen.payload_retention_days == 0.5

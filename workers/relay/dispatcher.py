@@ -6,6 +6,7 @@ import logging
 import threading
 
 from hooklatch.runtime import Runtime
+from hooklatch.workers.relay.cleanup import Cleanup
 from hooklatch.workers.relay.loop import Relay
 from hooklatch.workers.relay.sinks import InlineSink
 
@@ -24,5 +25,6 @@ def start_embedded_dispatcher(runtime: Runtime) -> threading.Event:
         daemon=True,
     )
     thread.start()
+    Cleanup(runtime).start(stop)
     log.info("embedded dispatcher started: events are processed in this process")
     return stop

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from hooklatch.runtime import Runtime
+from hooklatch.workers.relay.cleanup import Cleanup
 from hooklatch.workers.relay.loop import Relay
 from hooklatch.workers.relay.sinks import make_sink
 from hooklatch.workers.signals import stop_on_signals
@@ -14,5 +15,9 @@ log = logging.getLogger(__name__)
 
 def run_relay(runtime: Runtime) -> None:
     stop = stop_on_signals("relay")
+    cleanup = Cleanup(runtime)
+    cleaning = cleanup.start(stop)
     log.info("relay started")
     Relay(runtime, make_sink(runtime)).run(stop)
+    # Between two batches: a batch is one short transaction.
+    cleaning.join(timeout=30)

@@ -38,6 +38,13 @@ def process_replay(session: Session, runtime: Runtime, replay_id: int) -> str | 
         select(Event).where(Event.id == replay.event_id).with_for_update()
     ).one()
     with bind(event_id=event.id, endpoint_id=event.endpoint_id, replay_id=replay.id):
+        if event.body is None:
+            # Retention leaves an event with a replay waiting alone; this is a payload
+            # removed by other means. Handlers never see an empty body in its place.
+            replay.status, replay.finished_at = FAILED, runtime.clock()
+            replay.error = "the event's body and headers were deleted: it cannot run again"
+            log.warning("replay %d failed: %s", replay.id, replay.error)
+            return FAILED
         started = runtime.clock()
         number = 1 + (session.scalar(select(func.count()).where(Attempt.event_id == event.id)) or 0)
         routes = runtime.router.handlers_for(event.provider, event.type)

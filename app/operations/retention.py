@@ -1,0 +1,189 @@
+"""Retention: two clocks that bound storage without shortening the dedupe window.
+
+- After the payload clock, a processed or ignored event's body and headers are deleted.
+  Its row stays, with its dedupe key, SHA-256 and history: a late retry is still
+  answered ``duplicate``. Pending and dead events keep their payload.
+- After the dedupe clock (never shorter than an installed provider's retry window,
+  checked at start), the event row goes, with its attempts and replays. A delivery of
+  that id afterwards is a new event: by then the provider has stopped retrying it.
+
+Neither clock touches an event with work in hand (a pending status or an outbox row),
+and every batch claims its rows with ``FOR UPDATE SKIP LOCKED``: any number of relays
+share the work without waiting for each other, for a worker, or for ingest. Refusal
+counts follow the dedupe clock by their last refusal; heartbeats go after a silent day.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, delete, exists, func, select, tuple_, update
+from sqlalchemy.orm import Session
+
+from hooklatch.endpoints.models import Refusal
+from hooklatch.events.models import IGNORED, PENDING, PROCESSED, Event, OutboxEntry
+from hooklatch.operations.models import Heartbeat
+from hooklatch.runtime import Runtime
+
+HEARTBEAT_RETENTION = timedelta(days=1)
+
+
+@dataclass
+class CleanupPass:
+    """What one pass did (or, dry, would do)."""
+
+    pruned: int = 0
+    deleted: int = 0
+    deleted_refusals: int = 0
+    deleted_heartbeats: int = 0
+    batches: int = 0
+    seconds: float = 0.0
+    # How far past its clock the oldest row left behind is (0 when none is): grows when
+    # cleanup falls behind ingest.
+    oldest_expired_seconds: float = 0.0
+    finished_at: datetime | None = None
+    dry_run: bool = False
+    batch_seconds: list[float] = field(default_factory=list, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        del data["batch_seconds"]
+        data["finished_at"] = self.finished_at.isoformat() if self.finished_at else None
+        return data
+
+
+class Retention:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.settings = runtime.settings
+
+    def cutoffs(self, now: datetime) -> tuple[datetime, datetime]:
+        """(payload cutoff, dedupe cutoff): events received before them have expired."""
+        return (
+            now - timedelta(days=self.settings.payload_retention_days),
+            now - timedelta(days=self.settings.dedupe_retention_days),
+        )
+
+    def once(self, *, dry_run: bool = False, stop: Callable[[], bool] | None = None) -> CleanupPass:
+        """Batches until nothing expired is left (or ``stop()`` says to end early)."""
+        now = self.runtime.clock()
+        payload_cutoff, dedupe_cutoff = self.cutoffs(now)
+        result = CleanupPass(dry_run=dry_run)
+        started = time.monotonic()
+        if dry_run:
+            with self.runtime.session_factory() as session:
+                result.pruned = _count(session, Event, _prunable(payload_cutoff))
+                result.deleted = _count(session, Event, _deletable(dedupe_cutoff))
+                result.deleted_refusals = _count(session, Refusal, Refusal.last_at < dedupe_cutoff)
+                result.deleted_heartbeats = _count(
+                    session, Heartbeat, Heartbeat.beat_at < now - HEARTBEAT_RETENTION
+                )
+        else:
+            steps = (
+                ("deleted", lambda s: self._delete_events(s, dedupe_cutoff)),
+                ("pruned", lambda s: self._prune_payloads(s, payload_cutoff)),
+                ("deleted_refusals", lambda s: self._delete_refusals(s, dedupe_cutoff)),
+                ("deleted_heartbeats", lambda s: _delete_heartbeats(s, now)),
+            )
+            for name, step in steps:
+                while True:
+                    batch_started = time.monotonic()
+                    with self.runtime.session_factory.begin() as session:
+                        done = step(session)
+                    result.batch_seconds.append(time.monotonic() - batch_started)
+                    result.batches += 1
+                    setattr(result, name, getattr(result, name) + done)
+                    if done < self.settings.cleanup_batch_size or (stop and stop()):
+                        break
+        with self.runtime.session_factory() as session:
+            result.oldest_expired_seconds = _oldest_expired(session, payload_cutoff, dedupe_cutoff)
+        result.seconds = time.monotonic() - started
+        result.finished_at = self.runtime.clock()
+        return result
+
+    def _delete_events(self, session: Session, cutoff: datetime) -> int:
+        ids = self._claim(session, _deletable(cutoff))
+        # Attempts and replays go with their event (ON DELETE CASCADE).
+        result = session.execute(delete(Event).where(Event.id.in_(ids), _deletable(cutoff)))
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+    def _prune_payloads(self, session: Session, cutoff: datetime) -> int:
+        ids = self._claim(session, _prunable(cutoff))
+        result = session.execute(
+            update(Event)
+            .where(Event.id.in_(ids), _prunable(cutoff))
+            .values(body=None, headers=None)
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+    def _claim(self, session: Session, condition: ColumnElement[bool]) -> list[int]:
+        """Lock a batch of expired events, oldest first, skipping any another transaction
+        holds. The caller changes them in a second statement that checks the condition
+        again: its snapshot is taken after the locks, so it sees a replay requested (and
+        committed) between this statement's start and its lock."""
+        return list(
+            session.scalars(
+                select(Event.id)
+                .where(condition)
+                .order_by(Event.received_at)
+                .limit(self.settings.cleanup_batch_size)
+                .with_for_update(skip_locked=True)
+            )
+        )
+
+    def _delete_refusals(self, session: Session, cutoff: datetime) -> int:
+        keys = (
+            select(Refusal.endpoint_id, Refusal.reason)
+            .where(Refusal.last_at < cutoff)
+            .limit(self.settings.cleanup_batch_size)
+            .with_for_update(skip_locked=True)
+        )
+        result = session.execute(
+            delete(Refusal).where(tuple_(Refusal.endpoint_id, Refusal.reason).in_(keys))
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def _delete_heartbeats(session: Session, now: datetime) -> int:
+    result = session.execute(delete(Heartbeat).where(Heartbeat.beat_at < now - HEARTBEAT_RETENTION))
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def _no_work_in_hand() -> ColumnElement[bool]:
+    return ~exists().where(OutboxEntry.event_id == Event.id)
+
+
+def _prunable(cutoff: datetime) -> ColumnElement[bool]:
+    # The same predicate as the partial index ix_events_prunable, so that it is used.
+    return and_(
+        Event.body.is_not(None),
+        Event.status.in_((PROCESSED, IGNORED)),
+        Event.received_at < cutoff,
+        _no_work_in_hand(),
+    )
+
+
+def _deletable(cutoff: datetime) -> ColumnElement[bool]:
+    return and_(Event.received_at < cutoff, Event.status != PENDING, _no_work_in_hand())
+
+
+def _count(session: Session, entity: Any, condition: ColumnElement[bool]) -> int:
+    return int(session.scalar(select(func.count()).select_from(entity).where(condition)) or 0)
+
+
+def _oldest_expired(session: Session, payload_cutoff: datetime, dedupe_cutoff: datetime) -> float:
+    """Seconds past its clock of the oldest row that cleanup has not reached yet."""
+    ages = [0.0]
+    for cutoff, condition in (
+        (payload_cutoff, _prunable(payload_cutoff)),
+        (dedupe_cutoff, _deletable(dedupe_cutoff)),
+    ):
+        oldest = session.scalar(select(func.min(Event.received_at)).where(condition))
+        if oldest is not None:
+            ages.append((cutoff - oldest).total_seconds())
+    return max(ages)

@@ -1,0 +1,69 @@
+"""Retention from the outside: `hooklatch cleanup [--dry-run]` by hand, and a running
+relay that cleans up on its own, with clocks short enough to watch."""
+
+from datetime import UTC, datetime
+
+from tests.support.cli import run_cli
+from tests.support.database import count
+from tests.support.pipeline import deliver, drain, make_endpoint, wait_for
+from tests.support.processes import hooklatch_cmd, process_env
+from tests.support.signing import stripe_event, stripe_headers
+
+LONG_AGO = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # past both default clocks
+SECONDS = 1 / 86400  # a retention of N seconds, in the settings' unit (days)
+
+
+def test_cleanup_dry_run_counts_and_changes_nothing_then_cleanup_deletes(
+    runtime, client_at, settings
+):
+    endpoint, _ = make_endpoint(runtime)
+    client, _ = client_at(LONG_AGO)
+    for n in range(3):
+        body = stripe_event(f"evt_long_ago_{n}")
+        headers = stripe_headers(body, "whsec_test_secret", timestamp=int(LONG_AGO.timestamp()))
+        assert client.post(f"/hooks/{endpoint}", data=body, headers=headers).status_code == 200
+    drain(runtime)
+
+    dry = run_cli(settings, "cleanup", "--dry-run").output
+    assert "3 events would be deleted" in dry
+    assert count(runtime, "SELECT count(*) FROM events") == 3
+
+    done = run_cli(settings, "cleanup").output
+    assert "3 events were deleted, with their attempts and replays" in done
+    assert count(runtime, "SELECT count(*) FROM events") == 0
+    assert count(runtime, "SELECT count(*) FROM attempts") == 0
+
+
+def test_a_running_relay_deletes_expired_events_on_its_own(procs, proc_settings, runtime, client):
+    endpoint, _ = make_endpoint(runtime)
+    env = process_env(
+        proc_settings,
+        HOOKLATCH_DEDUPE_RETENTION_DAYS=str(3 * SECONDS),
+        HOOKLATCH_UNSAFE_SHORT_RETENTION="true",
+        HOOKLATCH_CLEANUP_INTERVAL_SECONDS="0.2",
+    )
+    relay = procs("relay", hooklatch_cmd("relay"), env)
+    procs("worker", [*hooklatch_cmd("worker"), "--simple"], env)
+    first = deliver(client, endpoint, "evt_short_lived")
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM attempts") == 1,
+        timeout=30,
+        message="event processed",
+    )
+
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM events") == 0,
+        timeout=30,
+        message="event deleted by the relay's cleanup",
+    )
+    assert "HOOKLATCH_UNSAFE_SHORT_RETENTION" in relay.log()
+    assert count(runtime, "SELECT count(*) FROM attempts") == 0
+    # The key went with it: the same id is a new event now.
+    assert deliver(client, endpoint, "evt_short_lived") != first
+
+
+def test_a_relay_refuses_a_dedupe_clock_shorter_than_a_retry_window(procs, proc_settings):
+    env = process_env(proc_settings, HOOKLATCH_DEDUPE_RETENTION_DAYS=str(3 * SECONDS))
+    relay = procs("relay", hooklatch_cmd("relay"), env)
+    assert relay.popen.wait(timeout=30) == 1
+    assert "is shorter than provider" in relay.log()

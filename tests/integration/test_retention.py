@@ -1,0 +1,207 @@
+"""Retention: payloads go after one clock, rows after the other, work in hand never.
+
+Events are delivered through the real view by an app whose clock stands at FIRST_SEEN;
+cleanup runs as if days had passed, by a runtime whose clock stands later.
+"""
+
+import threading
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import text
+
+from hooklatch.operations.retention import Retention
+from tests.support.cli import run_cli
+from tests.support.database import count, load_event
+from tests.support.pipeline import drain, make_endpoint
+from tests.support.signing import stripe_event, stripe_headers
+
+FIRST_SEEN = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+PAYLOAD_EXPIRED = FIRST_SEEN + timedelta(days=7, minutes=1)  # default payload clock: 7 days
+DEDUPE_EXPIRED = FIRST_SEEN + timedelta(days=30, minutes=1)  # default dedupe clock: 30 days
+
+
+def post(client, endpoint, external_id, at=FIRST_SEEN):
+    body = stripe_event(external_id)
+    headers = stripe_headers(body, "whsec_test_secret", timestamp=int(at.timestamp()))
+    return client.post(f"/hooks/{endpoint}", data=body, headers=headers)
+
+
+def cleanup_at(runtime, now, **changes):
+    settings = replace(runtime.settings, **changes)
+    return Retention(replace(runtime, clock=lambda: now, settings=settings))
+
+
+def received(client_at, runtime, endpoint, *external_ids):
+    """Events delivered at FIRST_SEEN, processed, and their stored ids."""
+    client, _ = client_at(FIRST_SEEN)
+    ids = []
+    for external_id in external_ids:
+        response = post(client, endpoint, external_id)
+        assert response.status_code == 200, response.json
+        ids.append(response.json["events"][0]["id"])
+    drain(runtime)
+    return ids
+
+
+def set_status(runtime, event_id, status):
+    with runtime.engine.begin() as c:
+        c.execute(text("UPDATE events SET status = :s WHERE id = :i"), {"s": status, "i": event_id})
+
+
+def test_payloads_of_finished_events_are_pruned_and_a_late_retry_is_still_a_duplicate(
+    runtime, client_at
+):
+    endpoint, _ = make_endpoint(runtime)
+    processed, ignored, dead = received(client_at, runtime, endpoint, "evt_p", "evt_i", "evt_d")
+    set_status(runtime, ignored, "ignored")
+    set_status(runtime, dead, "dead")
+    digest = load_event(runtime, processed).body_sha256
+
+    assert cleanup_at(runtime, FIRST_SEEN + timedelta(days=6)).once().pruned == 0
+    done = cleanup_at(runtime, PAYLOAD_EXPIRED).once()
+
+    assert (done.pruned, done.deleted) == (2, 0)
+    for event_id in (processed, ignored):
+        event = load_event(runtime, event_id)
+        assert (event.body, event.headers) == (None, None)
+        assert event.external_id and event.body_sha256
+    assert load_event(runtime, processed).body_sha256 == digest
+    assert load_event(runtime, dead).body is not None  # dead events keep theirs
+    assert count(runtime, "SELECT count(*) FROM attempts WHERE event_id = :i", i=processed) == 1
+
+    client, _ = client_at(PAYLOAD_EXPIRED)
+    again = post(client, endpoint, "evt_p", PAYLOAD_EXPIRED)
+    assert again.status_code == 200
+    assert again.json["status"] == "duplicate"
+    assert again.json["events"][0]["id"] == processed
+    assert count(runtime, "SELECT count(*) FROM events") == 3
+
+
+def test_an_event_past_the_dedupe_clock_goes_with_its_history_and_is_new_again(
+    runtime, client_at, client
+):
+    endpoint, _ = make_endpoint(runtime)
+    (event_id,) = received(client_at, runtime, endpoint, "evt_old")
+    replayed = client.post(
+        f"/admin/events/{event_id}/replay",
+        json={"reason": "check"},
+        headers={"Authorization": "Bearer test-admin-token"},
+    )
+    assert replayed.status_code == 202
+    drain(runtime)
+    assert count(runtime, "SELECT count(*) FROM attempts") == 2
+    assert count(runtime, "SELECT count(*) FROM replays") == 1
+
+    assert cleanup_at(runtime, DEDUPE_EXPIRED - timedelta(minutes=2)).once().deleted == 0
+    done = cleanup_at(runtime, DEDUPE_EXPIRED).once()
+
+    assert done.deleted == 1
+    for table in ("events", "attempts", "replays", "outbox"):
+        assert count(runtime, f"SELECT count(*) FROM {table}") == 0, table  # noqa: S608
+    later, _ = client_at(DEDUPE_EXPIRED)
+    again = post(later, endpoint, "evt_old", DEDUPE_EXPIRED)
+    assert again.json["status"] == "accepted"
+    assert again.json["events"][0]["id"] != event_id
+
+
+def test_work_in_hand_is_never_cleaned(runtime, client_at):
+    endpoint, _ = make_endpoint(runtime)
+    (with_replay,) = received(client_at, runtime, endpoint, "evt_replay")
+    client, _ = client_at(FIRST_SEEN)
+    waiting = post(client, endpoint, "evt_waiting").json["events"][0]["id"]  # not drained
+    token = {"Authorization": "Bearer test-admin-token"}
+    replayed = client.post(f"/admin/events/{with_replay}/replay", json={}, headers=token)
+    assert replayed.status_code == 202
+
+    done = cleanup_at(runtime, DEDUPE_EXPIRED).once()
+
+    assert (done.pruned, done.deleted) == (0, 0)
+    # Not a backlog of cleanup's: the figure that says cleanup falls behind stays 0.
+    assert done.oldest_expired_seconds == 0
+    for event_id in (with_replay, waiting):
+        assert load_event(runtime, event_id).body is not None
+    assert count(runtime, "SELECT count(*) FROM outbox") == 2
+
+
+def test_a_pruned_event_cannot_be_replayed_and_says_why(runtime, client_at, client, settings):
+    endpoint, _ = make_endpoint(runtime)
+    (event_id,) = received(client_at, runtime, endpoint, "evt_gone")
+    cleanup_at(runtime, PAYLOAD_EXPIRED).once()
+
+    answer = client.post(
+        f"/admin/events/{event_id}/replay",
+        json={"reason": "again"},
+        headers={"Authorization": "Bearer test-admin-token"},
+    )
+    assert answer.status_code == 409
+    assert answer.json["error"] == "payload_pruned"
+    assert "deleted by retention" in answer.json["message"]
+    result = run_cli(settings, "events", "replay", str(event_id), "--reason", "again", ok=False)
+    assert result.exit_code == 1
+    assert "deleted by retention" in result.output
+    assert count(runtime, "SELECT count(*) FROM replays") == 0
+
+
+def test_a_pass_works_through_a_backlog_in_batches(runtime, client_at):
+    endpoint, _ = make_endpoint(runtime)
+    received(client_at, runtime, endpoint, *(f"evt_{n}" for n in range(7)))
+
+    done = cleanup_at(runtime, DEDUPE_EXPIRED, cleanup_batch_size=2).once()
+
+    assert done.deleted == 7
+    assert done.batches >= 4 + 1 + 1 + 1  # 2+2+2+1 events, then one each for the rest
+    assert count(runtime, "SELECT count(*) FROM events") == 0
+
+
+def test_rows_another_transaction_holds_are_skipped_not_waited_for(runtime, client_at):
+    endpoint, _ = make_endpoint(runtime)
+    held, *_ = received(client_at, runtime, endpoint, "evt_a", "evt_b", "evt_c")
+    passes = []
+    with runtime.engine.connect() as other:
+        other.execute(text("SELECT id FROM events WHERE id = :i FOR UPDATE"), {"i": held})
+        cleaning = threading.Thread(
+            target=lambda: passes.append(cleanup_at(runtime, DEDUPE_EXPIRED).once())
+        )
+        cleaning.start()
+        cleaning.join(timeout=20)
+        waited = cleaning.is_alive()
+        other.rollback()
+    cleaning.join()
+
+    assert not waited, "the pass waited for a row another transaction holds"
+    assert passes[0].deleted == 2
+    assert count(runtime, "SELECT count(*) FROM events") == 1
+    assert cleanup_at(runtime, DEDUPE_EXPIRED).once().deleted == 1
+
+
+def test_refusal_counts_and_silent_heartbeats_follow_their_clocks(runtime):
+    old, recent = FIRST_SEEN, DEDUPE_EXPIRED - timedelta(days=1)
+    endpoint, _ = make_endpoint(runtime)
+    with runtime.engine.begin() as c:
+        for reason, last in (("bad_signature", old), ("stale_timestamp", recent)):
+            c.execute(
+                text(
+                    "INSERT INTO refusals (endpoint_id, reason, count, first_at, last_at) "
+                    "VALUES (:e, :r, 5, :t, :t)"
+                ),
+                {"e": endpoint, "r": reason, "t": last},
+            )
+        silent = DEDUPE_EXPIRED - timedelta(days=2)
+        for name, beat in (("relay/a/1", silent), ("relay/a/2", recent)):
+            c.execute(
+                text(
+                    "INSERT INTO heartbeats (id, kind, hostname, pid, started_at, beat_at) "
+                    "VALUES (:n, 'relay', 'a', 1, :b, :b)"
+                ),
+                {"n": name, "b": beat},
+            )
+
+    dry = cleanup_at(runtime, DEDUPE_EXPIRED).once(dry_run=True)
+    assert (dry.deleted_refusals, dry.deleted_heartbeats) == (1, 1)
+    assert count(runtime, "SELECT count(*) FROM refusals") == 2
+
+    done = cleanup_at(runtime, DEDUPE_EXPIRED).once()
+    assert (done.deleted_refusals, done.deleted_heartbeats) == (1, 1)
+    assert count(runtime, "SELECT count(*) FROM refusals WHERE reason = 'stale_timestamp'") == 1
+    assert count(runtime, "SELECT count(*) FROM heartbeats WHERE id = 'relay/a/2'") == 1

@@ -1,0 +1,61 @@
+"""Retention in every relay: a thread that runs a cleanup pass, then waits for the next.
+
+No singleton and no cron: relays share the batches (``FOR UPDATE SKIP LOCKED``), so
+adding relays adds cleanup capacity, and a relay that dies leaves nothing half done.
+A pass keeps going while its batches come back full, so a backlog (after a long
+outage, or a shortened clock) is cleared at the rate of the database, not of the
+interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from hooklatch.db import reconnect_delay
+from hooklatch.logs import one_line
+from hooklatch.operations.retention import CleanupPass, Retention
+from hooklatch.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+class Cleanup:
+    def __init__(self, runtime: Runtime) -> None:
+        self.retention = Retention(runtime)
+        self.interval = runtime.settings.cleanup_interval_seconds
+        self.last: CleanupPass | None = None
+
+    def state(self) -> dict[str, Any]:
+        """For the relay's heartbeat: what the last pass did."""
+        return {"cleanup": self.last.as_dict()} if self.last else {}
+
+    def run(self, stop: threading.Event) -> None:
+        failures = 0
+        while not stop.is_set():
+            try:
+                done = self.retention.once(stop=stop.is_set)
+            except Exception as exc:  # the database is away: try again later
+                failures += 1
+                delay = reconnect_delay(failures)
+                log.error("cleanup pass failed (%s), retrying in %.1f s", one_line(exc), delay)
+                stop.wait(delay)
+                continue
+            failures = 0
+            self.last = done
+            if done.pruned or done.deleted:
+                log.info(
+                    "cleanup: %d payloads pruned, %d events deleted in %.2f s",
+                    done.pruned,
+                    done.deleted,
+                    done.seconds,
+                )
+            stop.wait(self.interval)
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        thread = threading.Thread(
+            target=self.run, args=(stop,), name="hooklatch-cleanup", daemon=True
+        )
+        thread.start()
+        return thread
