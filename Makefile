@@ -3,12 +3,13 @@
 # make fmt: fix imports and formatting as lint wants them.
 # make bench: the benchmarks (also needs wrk and pgbench); make bench-smoke: a quick check.
 # make bench-hostile: slow clients and a flood of bad signatures (bench/hostile.py).
+# make bench-retention: cleanup's rate against ingest's, and a soak (bench/retention.py).
 # make chaos: processes killed at random under load, five runs (see bench/chaos.py).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run install install-dev install-bench lock lint fmt test bench bench-smoke bench-hostile chaos
+.PHONY: run install install-dev install-bench lock lint fmt test bench bench-smoke bench-hostile bench-retention chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -81,10 +82,15 @@ bench: install-bench
 bench-smoke: install-bench
 	$(BIN)/python -m bench --smoke
 	$(BIN)/python -m bench.hostile --smoke
+	$(BIN)/python -m bench.retention --smoke
 
 # Slow clients and a flood of bad signatures, in one run (docs/benchmarks.md).
 bench-hostile: install-bench
 	$(BIN)/python -m bench.hostile $(HOSTILE_ARGS)
+
+# Cleanup against ingest, and a soak whose tables must level off (docs/benchmarks.md).
+bench-retention: install-bench
+	$(BIN)/python -m bench.retention
 
 chaos: install-bench
 	$(BIN)/python -m bench.chaos $(CHAOS_ARGS)

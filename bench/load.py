@@ -183,6 +183,8 @@ class OpenLoopResult:
     response_p99_ms: float
     # How late the sender itself began each request (its own scheduling, not the server's).
     start_lag_p99_ms: float
+    # Each request's scheduled send time (Unix time) and response time (ms), in send order.
+    samples: tuple[tuple[float, float], ...] = ()
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -216,6 +218,9 @@ def _open_loop(url: str, items: list[Signed], *, rate: float, senders: int) -> O
     work: queue.Queue[tuple[float, Signed] | None] = queue.Queue()
     latencies: list[float] = []
     lags: list[float] = []
+    samples: list[tuple[float, float]] = []
+    # Scheduled times as Unix time too, to line requests up with another process's log.
+    wall_offset = time.time() - time.monotonic()
     failures = 0
     lock = threading.Lock()
 
@@ -247,6 +252,7 @@ def _open_loop(url: str, items: list[Signed], *, rate: float, senders: int) -> O
             with lock:
                 latencies.append(elapsed * 1000)
                 lags.append((began - scheduled) * 1000)
+                samples.append((scheduled + wall_offset, elapsed * 1000))
                 failures += 0 if ok else 1
 
     pool = [threading.Thread(target=sender, daemon=True) for _ in range(senders)]
@@ -270,4 +276,5 @@ def _open_loop(url: str, items: list[Signed], *, rate: float, senders: int) -> O
         response_p50_ms=percentile(latencies, 50),
         response_p99_ms=percentile(latencies, 99),
         start_lag_p99_ms=percentile(lags, 99),
+        samples=tuple(sorted(samples)),
     )
