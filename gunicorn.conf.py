@@ -4,7 +4,10 @@ import gc
 import importlib.util
 import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 bind = f"{os.environ.get('HOST', '0.0.0.0')}:{os.environ.get('PORT', '8000')}"  # noqa: S104
 if os.environ.get("DATABASE_URL"):
@@ -25,6 +28,15 @@ graceful_timeout = 20
 keepalive = 5
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG") or None
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+
+# /metrics adds up every worker's counts, which each worker keeps in files of this
+# directory (prometheus_client's multiprocess mode, hooklatch.metrics): made here, before
+# any worker starts, unless it is given. See on_starting and child_exit.
+_METRICS_DIR = "PROMETHEUS_MULTIPROC_DIR"
+_METRICS_DIR_MADE = "HOOKLATCH_METRICS_DIR_MADE"  # survives a reload (SIGHUP) of this file
+if not os.environ.get(_METRICS_DIR):
+    os.environ[_METRICS_DIR] = tempfile.mkdtemp(prefix="hooklatch-metrics-")
+    os.environ[_METRICS_DIR_MADE] = os.environ[_METRICS_DIR]
 
 # A kept-alive connection stays with the worker that accepted it. Clients that connect at
 # the same moment land unevenly (16 connections opened at once spread 9, 4, 2 and 1 over
@@ -101,3 +113,23 @@ def when_ready(server):
             why,
             "found" if importlib.util.find_spec("gunicorn_h1c") else "not installed",
         )
+
+
+def on_starting(server):
+    """Counts start from zero with the server: files left in a given directory by an
+    earlier run would be added to this one's (a reload keeps them: it runs only once)."""
+    for stale in Path(os.environ[_METRICS_DIR]).glob("*.db"):
+        stale.unlink(missing_ok=True)
+
+
+def child_exit(server, worker):
+    """A worker gone (recycled, killed): its counters stay in the sum, its live gauges go."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    made = os.environ.get(_METRICS_DIR_MADE)
+    if made and made == os.environ.get(_METRICS_DIR):
+        shutil.rmtree(made, ignore_errors=True)

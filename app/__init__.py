@@ -42,6 +42,7 @@ def create_app(
     from hooklatch.errors import register_error_handlers
     from hooklatch.health import bp as health_bp
     from hooklatch.ingest.views import IngestRoute
+    from hooklatch.operations import scrape
     from hooklatch.runtime import build_runtime
 
     settings = settings or Settings.from_env()
@@ -54,6 +55,7 @@ def create_app(
     register_error_handlers(app)
     app.register_blueprint(health_bp)
     app.register_blueprint(admin_bp)
+    scrape.init_app(app, runtime)
     app.wsgi_app = IngestRoute(app.wsgi_app, runtime)  # type: ignore[method-assign]
     if runtime.settings.embedded and runtime.settings.start_dispatcher:
         from hooklatch.workers.relay.dispatcher import start_embedded_dispatcher

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
@@ -22,6 +23,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
+from hooklatch import metrics
 from hooklatch.endpoints.service import ActiveEndpoint, active_endpoint
 from hooklatch.errors import (
     BodyTooLarge,
@@ -61,45 +63,56 @@ class IngestRoute:
         if not path.startswith(PREFIX) or not endpoint_id or "/" in endpoint_id:
             return self.app(environ, start_response)
         request = Request(environ)
+        elapsed, seen = metrics.timer(), metrics.DeliveryTally()
         try:
-            response = self.answer(request, endpoint_id)
+            response = self.answer(request, endpoint_id, seen)
         except HooklatchError as exc:
+            seen.outcome = exc.reason
             response = JsonAnswer(*error_json(exc, request.method, request.path))
         except HTTPException as exc:
+            seen.outcome = "bad_request" if exc.code == 400 else f"http_{exc.code}"
             response = JsonAnswer(*http_error_json(exc))
         except Exception:
             log.exception("%s %s answered 500", request.method, request.path)
             response = JsonAnswer(
                 {"error": "internal_error", "message": "internal server error"}, 500
             )
+        seen.count(endpoint_id, elapsed())
         return response(environ, start_response)
 
-    def answer(self, request: Request, endpoint_id: str) -> WSGIApplication:
+    def answer(
+        self, request: Request, endpoint_id: str, seen: metrics.DeliveryTally
+    ) -> WSGIApplication:
         if request.method == "POST":
-            return receive(self.runtime, request, endpoint_id)
+            return receive(self.runtime, request, endpoint_id, seen)
         if request.method in ("GET", "HEAD"):
-            return challenge(self.runtime, request, endpoint_id)
+            return challenge(self.runtime, request, endpoint_id, seen)
         refused = MethodNotAllowed(f"{request.method} is not answered here; deliveries are POSTed")
         refused.headers = {"Allow": "GET, HEAD, POST"}
         raise refused
 
 
-def receive(runtime: Runtime, request: Request, endpoint_id: str) -> WSGIApplication:
+def receive(
+    runtime: Runtime, request: Request, endpoint_id: str, seen: metrics.DeliveryTally
+) -> WSGIApplication:
     body = _read_body(request, runtime.settings.max_body_bytes)
     headers = request_headers(request.environ)
     url = _url(runtime, request)
     with bind(endpoint_id=endpoint_id):
         try:
-            cached = _verified_by_cache(runtime, endpoint_id, url, headers, body)
+            cached = _verified_by_cache(runtime, endpoint_id, url, headers, body, seen)
             outcome = _with_store(
-                runtime, partial(_ingest, runtime, endpoint_id, url, headers, body, cached=cached)
+                runtime,
+                partial(_ingest, runtime, endpoint_id, url, headers, body, seen, cached=cached),
             )
         except VerificationError as exc:
             _refused(runtime, endpoint_id, exc, headers, body)
             raise
     if isinstance(outcome, Response):
+        seen.outcome = metrics.HANDSHAKE
         return outcome
     accepted = any(item.status == ACCEPTED for item in outcome)
+    seen.outcome = ACCEPTED if accepted else DUPLICATE
     if accepted:
         runtime.wake_dispatcher()
     return JsonAnswer(
@@ -110,7 +123,9 @@ def receive(runtime: Runtime, request: Request, endpoint_id: str) -> WSGIApplica
     )
 
 
-def challenge(runtime: Runtime, request: Request, endpoint_id: str) -> Response:
+def challenge(
+    runtime: Runtime, request: Request, endpoint_id: str, seen: metrics.DeliveryTally
+) -> Response:
     """An unsigned GET handshake (Meta's hub.challenge), if the provider has one."""
     headers = request_headers(request.environ)
     url = _url(runtime, request)
@@ -118,6 +133,7 @@ def challenge(runtime: Runtime, request: Request, endpoint_id: str) -> Response:
 
         def answer(connection: Connection) -> Response | None:
             endpoint = active_endpoint(connection, endpoint_id, box=runtime.box)
+            seen.provider = endpoint.provider
             provider = _provider(runtime, endpoint.provider)
             delivery = Delivery("GET", url, headers, b"", endpoint.options)
             response = provider.challenge(delivery, secrets=endpoint.secrets)
@@ -136,6 +152,7 @@ def challenge(runtime: Runtime, request: Request, endpoint_id: str) -> Response:
         refused = MethodNotAllowed("this endpoint takes POST deliveries only")
         refused.headers = {"Allow": "POST"}
         raise refused
+    seen.outcome = metrics.HANDSHAKE
     return response
 
 
@@ -190,7 +207,12 @@ def _provider(runtime: Runtime, name: str) -> Provider:
 
 
 def _verified_by_cache(
-    runtime: Runtime, endpoint_id: str, url: str, headers: dict[str, str], body: bytes
+    runtime: Runtime,
+    endpoint_id: str,
+    url: str,
+    headers: dict[str, str],
+    body: bytes,
+    seen: metrics.DeliveryTally,
 ) -> ActiveEndpoint | None:
     """The endpoint's cached copy if it verifies the delivery, before any connection is
     taken; None when nothing is cached or a refusal is to be confirmed by the database
@@ -201,7 +223,7 @@ def _verified_by_cache(
     if cache is None or endpoint is None:
         return None
     try:
-        _verify(runtime, endpoint, Delivery("POST", url, headers, body, endpoint.options))
+        _verify(runtime, endpoint, Delivery("POST", url, headers, body, endpoint.options), seen)
     except VerificationError:
         if cache.may_recheck(endpoint_id):
             return None
@@ -209,15 +231,41 @@ def _verified_by_cache(
     return endpoint
 
 
-def _verify(runtime: Runtime, endpoint: ActiveEndpoint, delivery: Delivery) -> None:
+def _verify(
+    runtime: Runtime, endpoint: ActiveEndpoint, delivery: Delivery, seen: metrics.DeliveryTally
+) -> None:
+    seen.provider, seen.fingerprint = endpoint.provider, None
     provider = _provider(runtime, endpoint.provider)
+    now = runtime.clock()
     try:
-        provider.verify(delivery, secrets=endpoint.secrets, now=runtime.clock())
+        provider.verify(delivery, secrets=endpoint.secrets, now=now)
     except VerificationError as exc:
         # How many secrets were tried tells a rotation gone wrong at a glance.
         exc.facts.setdefault("provider", endpoint.provider)
         exc.facts.setdefault("active_secrets", len(endpoint.secrets))
         raise
+    seen.fingerprint = _verifying_fingerprint(runtime, provider, endpoint, delivery, now)
+
+
+def _verifying_fingerprint(
+    runtime: Runtime,
+    provider: Provider,
+    endpoint: ActiveEndpoint,
+    delivery: Delivery,
+    now: datetime,
+) -> str | None:
+    """The fingerprint of the first of the endpoint's secrets that verifies the delivery
+    alone: during a rotation the metrics show when the old one stops matching. Providers
+    verify against all the secrets at once; with one, there is nothing to tell apart."""
+    secrets = endpoint.secrets
+    if len(secrets) > 1:
+        for secret in secrets:
+            try:
+                provider.verify(delivery, secrets=[secret], now=now)
+            except VerificationError:
+                continue
+            return runtime.box.fingerprint(secret)
+    return runtime.box.fingerprint(secrets[0]) if secrets else None
 
 
 def _ingest(
@@ -226,6 +274,7 @@ def _ingest(
     url: str,
     headers: dict[str, str],
     body: bytes,
+    seen: metrics.DeliveryTally,
     connection: Connection,
     *,
     cached: ActiveEndpoint | None = None,
@@ -238,7 +287,9 @@ def _ingest(
     it refuses, a handshake, an endpoint changed since) is done again from the database
     before answering, except a refusal while the endpoint's refusals outrun its rechecks.
     """
-    again = partial(_ingest, runtime, endpoint_id, url, headers, body, connection, reads=reads + 1)
+    again = partial(
+        _ingest, runtime, endpoint_id, url, headers, body, seen, connection, reads=reads + 1
+    )
     endpoint = cached
     if endpoint is None:
         try:
@@ -252,7 +303,7 @@ def _ingest(
     provider = _provider(runtime, endpoint.provider)
     delivery = Delivery("POST", url, headers, body, endpoint.options)
     if cached is None:
-        _verify(runtime, endpoint, delivery)
+        _verify(runtime, endpoint, delivery, seen)
     handshake = provider.handshake(delivery, secrets=endpoint.secrets)
     if handshake is not None:
         if cached is not None:

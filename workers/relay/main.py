@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from hooklatch.metrics import serve as serve_metrics
+from hooklatch.operations.backlog import BacklogCollector
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.cleanup import Cleanup
 from hooklatch.workers.relay.loop import Relay
@@ -15,6 +17,7 @@ log = logging.getLogger(__name__)
 
 def run_relay(runtime: Runtime) -> None:
     stop = stop_on_signals("relay")
+    serve_metrics(runtime.settings.metrics_port, BacklogCollector(runtime))
     cleanup = Cleanup(runtime)
     cleaning = cleanup.start(stop)
     log.info("relay started")

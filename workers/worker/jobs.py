@@ -20,6 +20,7 @@ from sqlalchemy.orm import configure_mappers
 
 from hooklatch.events.models import OutboxEntry
 from hooklatch.logs import bind
+from hooklatch.metrics import EventTally
 from hooklatch.runtime import Runtime
 from hooklatch.workers.worker.lease import job_lease
 from hooklatch.workers.worker.processing import process_chunk, release_outbox_rows
@@ -121,10 +122,12 @@ def _transaction(
 ) -> tuple[list[int], Counter[str]]:
     """One chunk in one transaction: the ids claimed but left for later, and outcomes."""
     outcomes: Counter[str] = Counter()
+    tally = EventTally()
     with runtime.session_factory.begin() as session:
-        done, left = process_chunk(session, runtime, chunk, outcomes)
+        done, left = process_chunk(session, runtime, chunk, outcomes, tally)
         if job_id is not None and done:
             release_outbox_rows(session, done, job_id)
+    tally.record()  # committed: a chunk rolled back runs again and is counted then
     return left, outcomes
 
 

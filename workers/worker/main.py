@@ -20,6 +20,7 @@ from rq.worker import BaseWorker, WorkerStatus
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from hooklatch import metrics
 from hooklatch.db import reconnect_delay
 from hooklatch.logs import one_line
 from hooklatch.runtime import Runtime
@@ -51,6 +52,7 @@ def run_worker(
             "hooklatch worker needs REDIS_URL (without it, `hooklatch serve` runs handlers)"
         )
     jobs.install(runtime)
+    metrics.serve_worker(runtime.settings.metrics_port)  # its work horses' counts too
     redis = Redis.from_url(
         runtime.settings.redis_url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS
     )

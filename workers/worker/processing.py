@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from hooklatch.events.models import DEAD, IGNORED, PENDING, PROCESSED, Attempt, Event, OutboxEntry
 from hooklatch.handlers import Context, EventView, Route
 from hooklatch.logs import bind
+from hooklatch.metrics import EventTally
 from hooklatch.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,8 @@ class ClaimedEvent(Protocol):
     @property
     def received_at(self) -> datetime: ...
     @property
+    def next_attempt_at(self) -> datetime | None: ...
+    @property
     def occurred_at(self) -> datetime | None: ...
 
 
@@ -74,13 +77,18 @@ def backoff(attempt: int, *, base: float, maximum: float) -> timedelta:
 
 
 def process_chunk(
-    session: Session, runtime: Runtime, event_ids: list[int], counts: Counter[str]
+    session: Session,
+    runtime: Runtime,
+    event_ids: list[int],
+    counts: Counter[str],
+    tally: EventTally | None = None,
 ) -> tuple[list[int], list[int]]:
     """Run the handlers of each of these events that is pending and due, once.
 
     Returns the ids dealt with (run, or settled elsewhere: processed already, not due,
     or held by another worker right now) and those claimed but left for the next
-    transaction because this one has run long enough.
+    transaction because this one has run long enough. Each outcome goes to ``tally``,
+    which the caller records once the transaction has committed.
     """
     claimed = {
         row.id: row
@@ -106,7 +114,9 @@ def process_chunk(
             writes.apply(session)
             return done, [i for i in rest if i in claimed]
         event = claimed.get(event_id)
-        outcome = _process_claimed(session, runtime, event, writes) if event is not None else None
+        outcome = (
+            _process_tallied(session, runtime, event, writes, tally) if event is not None else None
+        )
         counts[outcome or "skipped"] += 1
         done.append(event_id)
     writes.apply(session)
@@ -248,6 +258,30 @@ class _Writes:
             session.execute(update(Event), self.events)
             session.execute(insert(Attempt), self.attempts)
         self.events, self.attempts = [], []
+
+
+def _process_tallied(
+    session: Session,
+    runtime: Runtime,
+    event: ClaimedEvent,
+    writes: _Writes,
+    tally: EventTally | None,
+) -> str:
+    started, began = runtime.clock(), time.monotonic()
+    outcome = _process_claimed(session, runtime, event, writes)
+    if tally is not None:
+        # Due since it was stored (received_at), or since its retry, or its re-arming
+        # by a duplicate delivery, made it due (next_attempt_at).
+        due = max(event.received_at, event.next_attempt_at or event.received_at)
+        tally.add(
+            provider=event.provider,
+            status=outcome,
+            handler_seconds=None if outcome == IGNORED else time.monotonic() - began,
+            first_attempt=event.attempts == 0,
+            due=due,
+            started=started,
+        )
+    return outcome
 
 
 def _process_claimed(

@@ -1,0 +1,56 @@
+"""GET /metrics: every process's counts (hooklatch.metrics) and the database gauges
+(hooklatch.operations.backlog), in Prometheus' text format.
+
+The web port is the one providers reach, and the labels name endpoint ids, so a scrape
+must present a token: ``Authorization: Bearer`` with HOOKLATCH_METRICS_TOKEN (read
+only: give it to Prometheus) or the admin token. With neither set, /metrics answers 401
+``metrics_disabled``. Relays and workers serve theirs on HOOKLATCH_METRICS_PORT, an
+internal port, without a token: their labels name no endpoint.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from collections.abc import Mapping
+
+from flask import Blueprint, Flask, current_app, request
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from werkzeug.wrappers import Response
+
+from hooklatch.errors import Unauthorized
+from hooklatch.metrics import collectors
+from hooklatch.operations.backlog import BacklogCollector
+from hooklatch.runtime import Runtime
+
+bp = Blueprint("metrics", __name__)
+METRICS_TOKEN = "HOOKLATCH_METRICS_TOKEN"  # noqa: S105  (the variable's name)
+
+
+def init_app(app: Flask, runtime: Runtime, environ: Mapping[str, str] = os.environ) -> None:
+    """Serve /metrics on ``app``; the tokens it accepts are fixed here, at start."""
+    tokens = [environ.get(METRICS_TOKEN) or "", runtime.settings.admin_token or ""]
+    app.extensions["hooklatch.metrics"] = (
+        collectors(BacklogCollector(runtime)),
+        [token.encode() for token in tokens if token],
+    )
+    app.register_blueprint(bp)
+
+
+@bp.get("/metrics")
+def metrics() -> Response:
+    registry: CollectorRegistry
+    registry, tokens = current_app.extensions["hooklatch.metrics"]
+    if not tokens:
+        raise Unauthorized(
+            f"/metrics is off: set {METRICS_TOKEN} (or HOOKLATCH_ADMIN_TOKEN)",
+            reason="metrics_disabled",
+        )
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    # Every token compared, in constant time.
+    matched = [hmac.compare_digest(given.encode(), token) for token in tokens]
+    if scheme.lower() != "bearer" or not any(matched):
+        raise Unauthorized(
+            f"a valid 'Authorization: Bearer <{METRICS_TOKEN} or admin token>' header is required"
+        )
+    return Response(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
