@@ -51,6 +51,8 @@ def event_history(session: Session, event: Event) -> dict[str, Any]:
     ).all()
     return {
         **describe_event(event),
+        # Retention deleted the body and headers: the event can no longer be replayed.
+        "payload_pruned": event.body is None,
         # Later events stored with this event's body under another id or type.
         "repeated_by": list(repeated_by),
         "attempts_log": [

@@ -136,6 +136,10 @@ def test_a_pruned_event_cannot_be_replayed_and_says_why(runtime, client_at, clie
     )
     assert answer.status_code == 409
     assert answer.json["error"] == "payload_pruned"
+    shown = client.get(
+        f"/admin/events/{event_id}", headers={"Authorization": "Bearer test-admin-token"}
+    )
+    assert shown.json["payload_pruned"] is True
     assert "deleted by retention" in answer.json["message"]
     result = run_cli(settings, "events", "replay", str(event_id), "--reason", "again", ok=False)
     assert result.exit_code == 1
