@@ -265,20 +265,25 @@ class Settings:
 def check_retention(settings: Settings, providers: Mapping[str, Any]) -> None:
     """Dedupe keys must outlive every installed provider's retries."""
     retention = timedelta(days=settings.dedupe_retention_days)
-    for name, provider in sorted(providers.items()):
-        window: timedelta = provider.retry_window
-        if retention < window and settings.unsafe_short_retention:
-            log.warning(
-                "HOOKLATCH_UNSAFE_SHORT_RETENTION: dedupe keys are kept %g days, less than "
-                "provider %r's retry window (%g days): its late retries are handled again",
-                settings.dedupe_retention_days,
-                name,
-                window.total_seconds() / 86400,
-            )
-        elif retention < window:
-            raise SettingsError(
-                f"HOOKLATCH_DEDUPE_RETENTION_DAYS={settings.dedupe_retention_days:g} is shorter "
-                f"than provider {name!r}'s retry window ({window.total_seconds() / 86400:g} "
-                "days): a retry arriving after its event's dedupe key was removed would be "
-                "stored and handled a second time"
-            )
+    short = {
+        name: provider.retry_window
+        for name, provider in sorted(providers.items())
+        if retention < provider.retry_window
+    }
+    if not short:
+        return
+    if settings.unsafe_short_retention:
+        log.warning(
+            "HOOKLATCH_UNSAFE_SHORT_RETENTION: dedupe keys are kept %g days, less than the "
+            "retry window of %s: their late retries are stored and handled again",
+            settings.dedupe_retention_days,
+            ", ".join(short),
+        )
+        return
+    name, window = next(iter(short.items()))
+    raise SettingsError(
+        f"HOOKLATCH_DEDUPE_RETENTION_DAYS={settings.dedupe_retention_days:g} is shorter "
+        f"than provider {name!r}'s retry window ({window.total_seconds() / 86400:g} "
+        "days): a retry arriving after its event's dedupe key was removed would be "
+        "stored and handled a second time"
+    )

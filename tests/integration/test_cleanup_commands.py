@@ -3,10 +3,12 @@ relay that cleans up on its own, with clocks short enough to watch."""
 
 from datetime import UTC, datetime
 
+import requests
+
 from tests.support.cli import run_cli
 from tests.support.database import count
 from tests.support.pipeline import deliver, drain, make_endpoint, wait_for
-from tests.support.processes import hooklatch_cmd, process_env
+from tests.support.processes import free_port, hooklatch_cmd, process_env
 from tests.support.signing import stripe_event, stripe_headers
 
 LONG_AGO = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # past both default clocks
@@ -36,14 +38,17 @@ def test_cleanup_dry_run_counts_and_changes_nothing_then_cleanup_deletes(
 
 def test_a_running_relay_deletes_expired_events_on_its_own(procs, proc_settings, runtime, client):
     endpoint, _ = make_endpoint(runtime)
+    metrics_port = free_port()
     env = process_env(
         proc_settings,
         HOOKLATCH_DEDUPE_RETENTION_DAYS=str(3 * SECONDS),
         HOOKLATCH_UNSAFE_SHORT_RETENTION="true",
         HOOKLATCH_CLEANUP_INTERVAL_SECONDS="0.2",
+        HOOKLATCH_METRICS_PORT=str(metrics_port),
     )
     relay = procs("relay", hooklatch_cmd("relay"), env)
-    procs("worker", [*hooklatch_cmd("worker"), "--simple"], env)
+    worker_env = {k: v for k, v in env.items() if k != "HOOKLATCH_METRICS_PORT"}
+    procs("worker", [*hooklatch_cmd("worker"), "--simple"], worker_env)
     first = deliver(client, endpoint, "evt_short_lived")
     wait_for(
         lambda: count(runtime, "SELECT count(*) FROM attempts") == 1,
@@ -56,8 +61,12 @@ def test_a_running_relay_deletes_expired_events_on_its_own(procs, proc_settings,
         timeout=30,
         message="event deleted by the relay's cleanup",
     )
-    assert "HOOKLATCH_UNSAFE_SHORT_RETENTION" in relay.log()
+    (warning,) = [line for line in relay.log().splitlines() if "UNSAFE_SHORT" in line]
+    assert "less than the retry window of " in warning and "stripe, " in warning
     assert count(runtime, "SELECT count(*) FROM attempts") == 0
+    metrics = requests.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
+    assert 'hooklatch_cleanup_rows_total{action="deleted"} 1.0' in metrics
+    assert "hooklatch_cleanup_batch_seconds_count" in metrics
     # The key went with it: the same id is a new event now.
     assert deliver(client, endpoint, "evt_short_lived") != first
 

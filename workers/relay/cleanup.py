@@ -15,6 +15,7 @@ from typing import Any
 
 from hooklatch.db import reconnect_delay
 from hooklatch.logs import one_line
+from hooklatch.metrics import CLEANUP_BATCH_SECONDS, CLEANUP_OLDEST_EXPIRED_SECONDS, CLEANUP_ROWS
 from hooklatch.operations.retention import CleanupPass, Retention
 from hooklatch.runtime import Runtime
 
@@ -44,6 +45,7 @@ class Cleanup:
                 continue
             failures = 0
             self.last = done
+            record(done)
             if done.pruned or done.deleted:
                 log.info(
                     "cleanup: %d payloads pruned, %d events deleted in %.2f s",
@@ -59,3 +61,11 @@ class Cleanup:
         )
         thread.start()
         return thread
+
+
+def record(done: CleanupPass) -> None:
+    for action in ("pruned", "deleted", "deleted_refusals", "deleted_heartbeats"):
+        CLEANUP_ROWS.labels(action).inc(getattr(done, action))
+    for seconds in done.batch_seconds:
+        CLEANUP_BATCH_SECONDS.observe(seconds)
+    CLEANUP_OLDEST_EXPIRED_SECONDS.set(done.oldest_expired_seconds)
