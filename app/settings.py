@@ -80,6 +80,8 @@ class Settings:
     redis_url: str | None = field(default=None, repr=False)
     secret_keys: tuple[str, ...] = field(default=(), repr=False)
     admin_token: str | None = field(default=None, repr=False)
+    # Read-only access to /metrics for Prometheus (the admin token works too).
+    metrics_token: str | None = field(default=None, repr=False)
     public_url: str = "http://127.0.0.1:8000"
     handlers: tuple[str, ...] = ()
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -155,6 +157,7 @@ class Settings:
             redis_url=env.get("REDIS_URL") or None,
             secret_keys=_list(env.get("HOOKLATCH_SECRET_KEYS")),
             admin_token=env.get("HOOKLATCH_ADMIN_TOKEN") or None,
+            metrics_token=env.get("HOOKLATCH_METRICS_TOKEN") or None,
             public_url=(env.get("HOOKLATCH_PUBLIC_URL") or cls.public_url).rstrip("/"),
             handlers=_list(env.get("HOOKLATCH_HANDLERS")),
             max_body_bytes=_int(env, "HOOKLATCH_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, minimum=1),

@@ -11,8 +11,6 @@ internal port, without a token: their labels name no endpoint.
 from __future__ import annotations
 
 import hmac
-import os
-from collections.abc import Mapping
 
 from flask import Blueprint, Flask, current_app, request
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -27,9 +25,9 @@ bp = Blueprint("metrics", __name__)
 METRICS_TOKEN = "HOOKLATCH_METRICS_TOKEN"  # noqa: S105  (the variable's name)
 
 
-def init_app(app: Flask, runtime: Runtime, environ: Mapping[str, str] = os.environ) -> None:
+def init_app(app: Flask, runtime: Runtime) -> None:
     """Serve /metrics on ``app``; the tokens it accepts are fixed here, at start."""
-    tokens = [environ.get(METRICS_TOKEN) or "", runtime.settings.admin_token or ""]
+    tokens = [runtime.settings.metrics_token or "", runtime.settings.admin_token or ""]
     app.extensions["hooklatch.metrics"] = (
         collectors(BacklogCollector(runtime)),
         [token.encode() for token in tokens if token],

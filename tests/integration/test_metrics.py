@@ -37,6 +37,12 @@ def test_metrics_need_a_token_and_are_off_without_one(client, app_with):
     assert off.status_code == 401
     assert off.json["error"] == "metrics_disabled"
 
+    # A read-only token for Prometheus, with or without an admin token.
+    reader = app_with(admin_token=None, metrics_token="prom-reader").test_client()
+    prometheus = {"Authorization": "Bearer prom-reader"}
+    assert reader.get("/metrics", headers=prometheus).status_code == 200
+    assert reader.get("/metrics", headers=TOKEN_HEADER).status_code == 401
+
 
 def test_deliveries_are_counted_by_provider_endpoint_and_outcome(client, runtime):
     endpoint, _ = make_endpoint(runtime, secrets=[OLD])

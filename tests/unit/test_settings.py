@@ -39,6 +39,12 @@ def test_bad_settings_fail_fast_naming_the_variable(env, message):
         Settings.from_env(env)
 
 
+def test_the_metrics_token_is_read_and_kept_out_of_the_repr():
+    settings = Settings.from_env({"HOOKLATCH_METRICS_TOKEN": "prom-read-only-token"})
+    assert settings.metrics_token == "prom-read-only-token"
+    assert "prom-read-only-token" not in repr(settings)
+
+
 def test_secrets_never_appear_in_the_settings_repr():
     key = Fernet.generate_key().decode()
     settings = Settings.from_env(
