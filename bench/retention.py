@@ -256,14 +256,17 @@ def soak(bench: Bench, plan: RetentionPlan) -> dict[str, Any]:
 
 
 def table_sample(bench: Bench, at: float) -> dict[str, Any]:
-    rows, events_bytes, attempts_bytes = psql(
+    rows, waiting, events_bytes, attempts_bytes = psql(
         bench.database_url,
-        "SELECT (SELECT count(*) FROM events), pg_total_relation_size('events'), "
-        "pg_total_relation_size('attempts')",
+        "SELECT (SELECT count(*) FROM events), "
+        "(SELECT count(*) FROM events WHERE status = 'pending'), "
+        "pg_total_relation_size('events'), pg_total_relation_size('attempts')",
     )[0]
     return {
         "at": round(at, 1),
         "rows": int(rows),
+        # Not processed yet, so not cleanup's to delete: a worker falling behind shows here.
+        "pending": int(waiting),
         "events_mb": round(events_bytes / 2**20, 2),
         "attempts_mb": round(attempts_bytes / 2**20, 2),
     }
