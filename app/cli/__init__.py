@@ -11,6 +11,7 @@ from hooklatch.cli.events import events
 from hooklatch.cli.keys import keys
 from hooklatch.cli.processes import relay, send_test, serve, worker
 from hooklatch.cli.providers import providers_list
+from hooklatch.cli.status import status
 
 
 @click.group()
@@ -34,6 +35,7 @@ for command in (
     send_test,
     providers_list,
     cleanup,
+    status,
 ):
     main.add_command(command)
 

@@ -23,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from hooklatch import metrics
 from hooklatch.db import reconnect_delay
 from hooklatch.logs import one_line
+from hooklatch.operations.heartbeats import start_heartbeat
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.sinks import SERIALIZER
 from hooklatch.workers.signals import stop_on_signals
@@ -68,39 +69,47 @@ def run_worker(
     # A burst run ends when the queue is empty, not when the database comes back.
     if not burst and not _database_answers(runtime, stop):
         return False
-    failures = 0
-    while not stop.is_set():
-        worker: BaseWorker | None = None
-        started = time.monotonic()
-        error: Exception | None = None
-        worked = False
-        try:
-            worker = stoppable(worker_class)(
-                [runtime.settings.queue_name], connection=redis, serializer=SERIALIZER
-            )
-            worker.stop_seconds = runtime.settings.worker_stop_seconds  # type: ignore[attr-defined]
-            if stop.is_set():
+    # The work horses, forked from this process, do not inherit the thread.
+    beat_stop = threading.Event()
+    beating = None if burst else start_heartbeat(runtime, "worker", beat_stop)
+    try:
+        failures = 0
+        while not stop.is_set():
+            worker: BaseWorker | None = None
+            started = time.monotonic()
+            error: Exception | None = None
+            worked = False
+            try:
+                worker = stoppable(worker_class)(
+                    [runtime.settings.queue_name], connection=redis, serializer=SERIALIZER
+                )
+                worker.stop_seconds = runtime.settings.worker_stop_seconds  # type: ignore[attr-defined]
+                if stop.is_set():
+                    break
+                current[:] = [worker]
+                worked = bool(worker.work(burst=burst, logging_level="INFO", with_scheduler=False))
+            except (RedisConnectionError, RedisTimeoutError) as exc:
+                error = exc
+            except StopRequested:  # raised by RQ's request_stop, outside RQ's loop
                 break
-            current[:] = [worker]
-            worked = bool(worker.work(burst=burst, logging_level="INFO", with_scheduler=False))
-        except (RedisConnectionError, RedisTimeoutError) as exc:
-            error = exc
-        except StopRequested:  # raised by RQ's request_stop, outside RQ's loop
-            break
-        finally:
-            current.clear()
-            stop_on_signals("worker", stop, then=hand_on)
-        if stop.is_set() or _asked_to_stop(worker) or (burst and error is None):
-            return worked
-        failures = 1 if time.monotonic() - started > HEALTHY_SECONDS else failures + 1
-        delay = reconnect_delay(failures)
-        if error is not None:
-            log.error("Redis unreachable (%s), the worker starts again in %.1f s", error, delay)
-        else:
-            log.error("RQ's worker quit on its own (see above), starting again in %.1f s", delay)
-        if stop.wait(delay):
-            break
-    return False
+            finally:
+                current.clear()
+                stop_on_signals("worker", stop, then=hand_on)
+            if stop.is_set() or _asked_to_stop(worker) or (burst and error is None):
+                return worked
+            failures = 1 if time.monotonic() - started > HEALTHY_SECONDS else failures + 1
+            delay = reconnect_delay(failures)
+            if error is not None:
+                log.error("Redis unreachable (%s), the worker starts again in %.1f s", error, delay)
+            else:
+                log.error("RQ's worker quit on its own (see above), restarting in %.1f s", delay)
+            if stop.wait(delay):
+                break
+        return False
+    finally:
+        beat_stop.set()
+        if beating is not None:
+            beating.join(timeout=10)
 
 
 def _database_answers(runtime: Runtime, stop: threading.Event) -> bool:

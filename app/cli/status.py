@@ -1,0 +1,88 @@
+"""`hooklatch status`: is everything running, and is anything piling up? One screen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from sqlalchemy.exc import SQLAlchemyError
+
+from hooklatch.cli.context import friendly, runtime_of
+from hooklatch.cli.output import echo_json
+from hooklatch.logs import one_line
+
+# Exit codes: 0 all well, 1 the database could not be read (or a setting is wrong),
+# 2 read, but a relay or a worker is missing: events would be stored and never handled.
+MISSING_PROCESS = 2
+
+
+@click.command("status")
+@click.option("--json", "as_json", is_flag=True, help="The same figures as one JSON object.")
+@click.pass_context
+@friendly
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Processes alive, events waiting, dead and due, refusals, cleanup's last pass."""
+    from hooklatch.operations.status import read_status, unhealthy
+
+    runtime = runtime_of(ctx)
+    try:
+        figures = read_status(runtime)
+    except SQLAlchemyError as exc:
+        raise click.ClickException(f"the database cannot be read: {one_line(exc)}") from exc
+    problems = unhealthy(figures)
+    if as_json:
+        echo_json({**figures, "problems": problems})
+    else:
+        for line in lines(figures, problems):
+            click.echo(line)
+    if problems:
+        ctx.exit(MISSING_PROCESS)
+
+
+def lines(figures: dict[str, Any], problems: list[str]) -> list[str]:
+    events, outbox = figures["events"], figures["outbox"]
+    out = ["processes:"]
+    if figures["embedded"]:
+        out.append("  embedded: handlers run inside the web processes (no REDIS_URL)")
+    for p in figures["processes"]:
+        state = "alive" if p["alive"] else "SILENT"
+        out.append(
+            f"  {p['kind']:<7} {p['hostname']} pid {p['pid']:<7} "
+            f"last beat {p['last_beat_seconds']:g} s ago  {state}"
+        )
+    if not figures["processes"] and not figures["embedded"]:
+        out.append("  none has beaten: start `hooklatch relay` and `hooklatch worker`")
+    out += [
+        f"events:  {events['pending']} pending{_oldest(events['oldest_pending_seconds'])}, "
+        f"{events['retries_due']} retries due, {events['dead']} dead",
+        f"outbox:  {outbox['waiting']} waiting, {outbox['handed_out']} handed to jobs"
+        f"{_oldest(outbox['oldest_seconds'])}",
+    ]
+    refused = figures["refusals_last_hour"]
+    out.append(
+        "refused: "
+        + (
+            ", ".join(f"{r['reason']} {r['count']}" for r in refused)
+            + " (reasons seen in the last hour, counted since their first refusal)"
+            if refused
+            else "nothing in the last hour"
+        )
+    )
+    done = figures["cleanup"]
+    out.append(
+        f"cleanup: last pass {done['finished_at']}: {done['pruned']} payloads pruned, "
+        f"{done['deleted']} events deleted in {done['seconds']:.2f} s"
+        f"{_behind(done['oldest_expired_seconds'])}"
+        if done
+        else "cleanup: no pass reported (it runs in every relay)"
+    )
+    out += [f"PROBLEM: {problem}" for problem in problems]
+    return out
+
+
+def _oldest(seconds: float | None) -> str:
+    return "" if seconds is None else f" (oldest {seconds:g} s)"
+
+
+def _behind(seconds: float) -> str:
+    return f"; the oldest expired row is {seconds:.0f} s past its clock" if seconds else ""

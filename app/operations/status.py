@@ -1,0 +1,109 @@
+"""What `hooklatch status` shows: processes, backlog, failures and cleanup, in one read.
+
+Every query reads an index or a small table, so it answers at once on millions of
+events: pending and due retries by ``(status, next_attempt_at)``, dead events by the
+same index, the outbox (work in hand only), refusal counts (one row per endpoint and
+reason), heartbeats (one row per process).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+
+from hooklatch.db import READ_ONLY
+from hooklatch.endpoints.models import Refusal
+from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
+from hooklatch.operations.backlog import KINDS, SILENT_BEATS
+from hooklatch.operations.models import Heartbeat
+from hooklatch.runtime import Runtime
+
+REFUSALS_WINDOW = timedelta(hours=1)
+
+
+def read_status(runtime: Runtime) -> dict[str, Any]:
+    now = runtime.clock()
+    connection = runtime.engine.connect().execution_options(**{READ_ONLY: True})
+    with connection, connection.begin():
+        pending, oldest_pending = connection.execute(
+            select(func.count(), func.min(Event.received_at)).where(Event.status == PENDING)
+        ).one()
+        due = connection.scalar(
+            select(func.count()).where(Event.status == PENDING, Event.next_attempt_at <= now)
+        )
+        dead = connection.scalar(select(func.count()).where(Event.status == DEAD))
+        waiting, handed_out, oldest_outbox = connection.execute(
+            select(
+                func.count().filter(OutboxEntry.job_id.is_(None)),
+                func.count().filter(OutboxEntry.job_id.is_not(None)),
+                func.min(OutboxEntry.created_at),
+            )
+        ).one()
+        refusals = connection.execute(
+            select(Refusal.reason, func.sum(Refusal.count), func.count())
+            .where(Refusal.last_at >= now - REFUSALS_WINDOW)
+            .group_by(Refusal.reason)
+            .order_by(Refusal.reason)
+        ).all()
+        beats = connection.execute(select(Heartbeat).order_by(Heartbeat.kind, Heartbeat.id)).all()
+    every = runtime.settings.heartbeat_seconds
+    processes = [_process(row, now, every) for row in beats]
+    return {
+        "at": now.isoformat(),
+        "embedded": runtime.settings.embedded,
+        "processes": processes,
+        "alive": {
+            kind: sum(1 for p in processes if p["kind"] == kind and p["alive"]) for kind in KINDS
+        },
+        "events": {
+            "pending": int(pending),
+            "oldest_pending_seconds": _age(now, oldest_pending),
+            "retries_due": int(due or 0),
+            "dead": int(dead or 0),
+        },
+        "outbox": {
+            "waiting": int(waiting),
+            "handed_out": int(handed_out),
+            "oldest_seconds": _age(now, oldest_outbox),
+        },
+        # Counts are kept per endpoint and reason since the first refusal, not per hour:
+        # these are the reasons refused within the hour, with their counts to date.
+        "refusals_last_hour": [
+            {"reason": reason, "count": int(total), "endpoints": int(endpoints)}
+            for reason, total, endpoints in refusals
+        ],
+        "cleanup": _last_cleanup(processes),
+    }
+
+
+def _process(row: Any, now: datetime, every: float) -> dict[str, Any]:
+    beat = row  # the heartbeats table's columns
+    since = (now - beat.beat_at).total_seconds()
+    silent_after = SILENT_BEATS * float((beat.state or {}).get("every", every))
+    return {
+        "kind": beat.kind,
+        "hostname": beat.hostname,
+        "pid": beat.pid,
+        "started_at": beat.started_at.isoformat(),
+        "last_beat_seconds": round(since, 1),
+        "alive": since <= silent_after,
+        "state": beat.state or {},
+    }
+
+
+def _last_cleanup(processes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    passes = [p["state"]["cleanup"] for p in processes if p["state"].get("cleanup")]
+    return max(passes, key=lambda done: done["finished_at"] or "", default=None)
+
+
+def _age(now: datetime, then: datetime | None) -> float | None:
+    return None if then is None else round(max(0.0, (now - then).total_seconds()), 1)
+
+
+def unhealthy(status: dict[str, Any]) -> list[str]:
+    """Why this deployment cannot process events now (empty: it can)."""
+    if status["embedded"]:
+        return []
+    return [f"no {kind} alive" for kind, alive in status["alive"].items() if not alive]

@@ -1,0 +1,96 @@
+"""`hooklatch status`: the numbers of a known set of events, and heartbeats of real
+relay and worker processes: alive while they run, silent when killed, gone when stopped."""
+
+import json
+import signal
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import text
+
+from tests.support.cli import run_cli
+from tests.support.database import count
+from tests.support.pipeline import deliver, drain, make_endpoint, wait_for
+from tests.support.processes import hooklatch_cmd, process_env
+
+
+def status_json(settings):
+    result = run_cli(settings, "status", "--json", ok=False)
+    assert result.exit_code in (0, 2), result.output
+    return result.exit_code, json.loads(result.output)
+
+
+def test_status_counts_pending_due_dead_outbox_and_refusals(settings, runtime, client):
+    endpoint, _ = make_endpoint(runtime)
+    for n in range(2):
+        deliver(client, endpoint, f"evt_done_{n}")
+    drain(runtime)
+    dead, due, waiting = (deliver(client, endpoint, f"evt_{name}") for name in "abc")
+    now = datetime.now(UTC)
+    with runtime.engine.begin() as c:
+        c.execute(text("UPDATE events SET status = 'dead' WHERE id = :i"), {"i": dead})
+        c.execute(
+            text("UPDATE events SET next_attempt_at = :t WHERE id = :i"),
+            {"t": now - timedelta(minutes=1), "i": due},
+        )
+        c.execute(
+            text("UPDATE events SET next_attempt_at = :t WHERE id = :i"),
+            {"t": now + timedelta(hours=1), "i": waiting},
+        )
+        c.execute(text("DELETE FROM outbox WHERE event_id IN (:a, :b)"), {"a": dead, "b": due})
+        c.execute(
+            text(
+                "INSERT INTO refusals (endpoint_id, reason, count, first_at, last_at) VALUES "
+                "(:e, 'bad_signature', 7, :old, :now), (:e, 'stale_timestamp', 2, :old, :old)"
+            ),
+            {"e": endpoint, "now": now, "old": now - timedelta(hours=2)},
+        )
+        for kind, beat in (("relay", now), ("worker", now - timedelta(minutes=1))):
+            c.execute(
+                text(
+                    "INSERT INTO heartbeats (id, kind, hostname, pid, started_at, beat_at) "
+                    "VALUES (:i, :k, 'host-a', 42, :b, :b)"
+                ),
+                {"i": f"{kind}/host-a/42", "k": kind, "b": beat},
+            )
+
+    code, figures = status_json(settings)
+
+    assert figures["events"]["pending"] == 2
+    assert figures["events"]["retries_due"] == 1
+    assert figures["events"]["dead"] == 1
+    assert figures["outbox"]["waiting"] == 1
+    assert figures["refusals_last_hour"] == [
+        {"reason": "bad_signature", "count": 7, "endpoints": 1}
+    ]
+    assert {p["kind"]: p["alive"] for p in figures["processes"]} == {
+        "relay": True,
+        "worker": False,
+    }
+    assert (code, figures["problems"]) == (2, ["no worker alive"])
+    screen = run_cli(settings, "status", ok=False).output
+    assert "2 pending" in screen and "1 retries due" in screen and "1 dead" in screen
+    assert "SILENT" in screen and "PROBLEM: no worker alive" in screen
+
+
+def test_heartbeats_of_real_processes(procs, proc_settings, settings, runtime):
+    env = process_env(
+        proc_settings, HOOKLATCH_HEARTBEAT_SECONDS="0.3", HOOKLATCH_CLEANUP_INTERVAL_SECONDS="0.2"
+    )
+    relay = procs("relay", hooklatch_cmd("relay"), env)
+    worker = procs("worker", hooklatch_cmd("worker"), env)
+
+    def alive():
+        return status_json(settings)[1]["alive"]
+
+    wait_for(lambda: alive() == {"relay": 1, "worker": 1}, timeout=30, message="both beating")
+    code, figures = status_json(settings)
+    assert code == 0 and figures["problems"] == []
+    wait_for(lambda: status_json(settings)[1]["cleanup"], timeout=30, message="a cleanup pass")
+
+    worker.kill(signal.SIGKILL)
+    wait_for(lambda: alive()["worker"] == 0, timeout=10, message="the killed worker silent")
+    assert count(runtime, "SELECT count(*) FROM heartbeats WHERE kind = 'worker'") == 1
+    assert status_json(settings)[0] == 2
+
+    relay.stop()  # SIGTERM: a clean stop takes its row away
+    assert count(runtime, "SELECT count(*) FROM heartbeats WHERE kind = 'relay'") == 0
