@@ -2,12 +2,15 @@
 
 import gc
 import importlib.util
+import logging
 import multiprocessing
 import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+from gunicorn import glogging
 
 bind = f"{os.environ.get('HOST', '0.0.0.0')}:{os.environ.get('PORT', '8000')}"  # noqa: S104
 if os.environ.get("DATABASE_URL"):
@@ -27,6 +30,23 @@ timeout = int(os.environ.get("GUNICORN_TIMEOUT", 30))
 graceful_timeout = 20
 keepalive = 5
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG") or None
+# gunicorn's start-up and shutdown lines ("Booting worker", "Using worker") are INFO: a
+# start says one line of hooklatch's own instead (when_ready). Warnings and errors show.
+loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "warning")
+
+
+class _Logger(glogging.Logger):
+    """gunicorn's error and access logs in hooklatch's format (HOOKLATCH_LOG_FORMAT)."""
+
+    def setup(self, cfg):
+        super().setup(cfg)
+        from hooklatch import logs
+
+        for handler in (*self.error_log.handlers, *self.access_log.handlers):
+            handler.setFormatter(logs.formatter())
+
+
+logger_class = _Logger
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 
 # /metrics adds up every worker's counts, which each worker keeps in files of this
@@ -90,11 +110,16 @@ def post_request(worker, req, environ, resp):
 
 
 def when_ready(server):
-    """Say which HTTP parser the workers use. gunicorn parses with gunicorn_h1c (C) when
-    it is installed (requirements/fast.txt; hooklatch's `fast` extra), else in Python,
-    which cost about 0.1 ms of CPU more per request: under a flood of refusals, a large
-    part of what a refusal costs (docs/benchmarks.md)."""
+    """One line: where the web process listens, with how many workers of which class and
+    which HTTP parser. gunicorn parses with gunicorn_h1c (C) when it is installed
+    (requirements/fast.txt; hooklatch's `fast` extra), else in Python, which cost about
+    0.1 ms of CPU more per request: under a flood of refusals, a large part of what a
+    refusal costs (docs/benchmarks.md); that is a warning."""
     from gunicorn.http import message
+
+    from hooklatch import logs
+
+    logs.configure()
 
     try:
         # gunicorn's own decision (it also falls back when the module does not load, is
@@ -104,9 +129,15 @@ def when_ready(server):
         fast, why = False, str(exc)
     else:
         why = f"http_parser={server.cfg.http_parser}"
-    if fast:
-        server.log.info("HTTP parser: gunicorn_h1c (C)")
-    else:
+    cfg = server.cfg  # what the command line and this file settled on
+    logging.getLogger("hooklatch.web").info(
+        "web listening on %s: %d %s workers, HTTP parser: %s",
+        ", ".join(getattr(cfg, "bind", None) or [bind]),
+        getattr(cfg, "workers", workers),
+        str(getattr(cfg, "worker_class_str", worker_class)).rsplit(".", 1)[-1],
+        "gunicorn_h1c (C)" if fast else "Python",
+    )
+    if not fast:
         server.log.warning(
             "HTTP parser: gunicorn's Python parser (%s; gunicorn_h1c %s); install "
             "requirements/fast.txt or hooklatch[fast] for the C parser",

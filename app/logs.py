@@ -1,12 +1,21 @@
-"""Structured logs: endpoint, event and job ids travel in contextvars onto every record."""
+"""Structured logs: endpoint, event and job ids travel in contextvars onto every record,
+written as human-readable lines or, with HOOKLATCH_LOG_FORMAT=json, one JSON object each."""
 
 from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
+
+from pythonjsonlogger.json import JsonFormatter
+
+from hooklatch.settings import SettingsError
+
+FORMAT_VARIABLE = "HOOKLATCH_LOG_FORMAT"
+FORMATS = ("text", "json")
 
 _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "hooklatch_log_context", default=None
@@ -49,12 +58,34 @@ class KeyValueFormatter(logging.Formatter):
         return f"{line} {extras}" if extras else line
 
 
+def chosen_format(environ: Mapping[str, str] | None = None) -> str:
+    """HOOKLATCH_LOG_FORMAT: ``text`` (the default, for people) or ``json`` (one object a
+    line, for a log pipeline)."""
+    raw = ((os.environ if environ is None else environ).get(FORMAT_VARIABLE) or "text").strip()
+    if raw.lower() not in FORMATS:
+        raise SettingsError(f"{FORMAT_VARIABLE} must be text or json, got {raw!r}")
+    return raw.lower()
+
+
+def formatter(kind: str | None = None) -> logging.Formatter:
+    if (kind or chosen_format()) == "json":
+        # The bound ids (ContextFilter) and any `extra` become keys of their own.
+        return JsonFormatter(
+            "%(levelname)s %(name)s %(message)s",
+            rename_fields={"levelname": "level", "name": "logger"},
+            timestamp=True,
+        )
+    return KeyValueFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
 def configure(level: str = "INFO") -> None:
+    """One handler on the root logger, in the chosen format (once per process)."""
     root = logging.getLogger()
-    if any(isinstance(h.formatter, KeyValueFormatter) for h in root.handlers):
+    if any(getattr(h, "hooklatch", False) for h in root.handlers):
         return
     handler = logging.StreamHandler()
-    handler.setFormatter(KeyValueFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(formatter())
     handler.addFilter(ContextFilter())
+    handler.hooklatch = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level)

@@ -19,8 +19,12 @@ from hooklatch.cli.status import status
 def main(ctx: click.Context) -> None:
     """hooklatch: receive webhooks, store each event once, run handlers once."""
     from hooklatch import logs
+    from hooklatch.settings import SettingsError
 
-    logs.configure()
+    try:
+        logs.configure()
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from exc
     ctx.ensure_object(dict)
 
 

@@ -23,7 +23,14 @@ from hooklatch.workers.relay.sinks import SERIALIZER
 from tests.support.database import count
 from tests.support.effects import effects
 from tests.support.pipeline import deliver, make_endpoint, wait_for
-from tests.support.processes import free_port, hooklatch_cmd, process_env, start_redis, with_port
+from tests.support.processes import (
+    free_port,
+    hooklatch_cmd,
+    listening,
+    process_env,
+    start_redis,
+    with_port,
+)
 
 SECRET = "whsec_test_secret"
 EVENTS = 5
@@ -69,7 +76,7 @@ def handed_out(runtime) -> bool:
 def start_worker(procs, env, name="worker"):
     """A healthy `hooklatch worker`; returns when it listens on the queue."""
     worker = procs(name, hooklatch_cmd("worker"), env)
-    wait_for(lambda: "Listening on" in worker.log(), timeout=30, message="worker listening")
+    wait_for(lambda: listening(worker), timeout=30, message="worker listening")
     return worker
 
 
@@ -158,7 +165,7 @@ def test_a_worker_killed_between_dequeue_and_lease_strands_nothing(
         [sys.executable, "-m", "tests.support.dying_worker"],
         {**env, "HOOKLATCH_TEST_DIE_AT": point},
     )
-    wait_for(lambda: "Listening on" in dying.log(), timeout=30, message="dying worker listening")
+    wait_for(lambda: listening(dying), timeout=30, message="dying worker listening")
     procs("relay", hooklatch_cmd("relay"), env)
     names = deliver_all(client, runtime, point)
 
@@ -191,7 +198,7 @@ def test_redis_restarted_while_a_job_sits_in_the_intermediate_list_strands_nothi
         [sys.executable, "-m", "tests.support.dying_worker"],
         {**env, "HOOKLATCH_TEST_DIE_AT": "after_dequeue"},
     )
-    wait_for(lambda: "Listening on" in dying.log(), timeout=30, message="dying worker listening")
+    wait_for(lambda: listening(dying), timeout=30, message="dying worker listening")
     relay = procs("relay", hooklatch_cmd("relay"), env)
     names = deliver_all(client, runtime, f"restart_{persistence}")
     assert dying.popen.wait(timeout=30) == -signal.SIGKILL, dying.log()

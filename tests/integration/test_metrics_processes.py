@@ -16,6 +16,7 @@ from tests.support.pipeline import make_endpoint, wait_for
 from tests.support.processes import (
     free_port,
     hooklatch_cmd,
+    listening,
     process_env,
     start_procfile_web,
     wait_http,
@@ -111,7 +112,7 @@ def test_work_horses_count_into_a_bounded_set_of_files_served_by_the_worker(
     relay = procs(
         "relay", hooklatch_cmd("relay"), {**env, "HOOKLATCH_METRICS_PORT": str(relay_port)}
     )
-    wait_for(lambda: "Listening on" in worker.log(), timeout=30, message="worker listening")
+    wait_for(lambda: listening(worker), timeout=30, message="worker listening")
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     for n in range(jobs):
         body = stripe_event(f"evt_horse_{n}", event_type="effect.horse")

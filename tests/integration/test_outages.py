@@ -20,6 +20,7 @@ from tests.support.pipeline import make_endpoint, wait_drained, wait_for
 from tests.support.processes import (
     free_port,
     hooklatch_cmd,
+    listening,
     process_env,
     start_gunicorn,
     start_redis,
@@ -75,7 +76,7 @@ def test_redis_down_ingest_still_stores_and_everything_is_processed_once_when_it
         return f"\nrelay:\n{relay.log()}\nworker:\n{worker.log()}\nweb:\n{web.log()}"
 
     # The worker is up and listening on the queue before Redis goes away.
-    wait_for(lambda: "Listening on" in worker.log(), timeout=20, message="worker listening")
+    wait_for(lambda: listening(worker), timeout=20, message="worker listening")
 
     redis_proc.kill()
     ids = [f"evt_outage_{n:02d}" for n in range(20)]

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.database import count
 from tests.support.pipeline import deliver, make_endpoint, wait_for
-from tests.support.processes import free_port, hooklatch_cmd, process_env, with_port
+from tests.support.processes import free_port, hooklatch_cmd, listening, process_env, with_port
 from tests.support.proxy import TcpProxy
 
 SECRET = "whsec_test_secret"
@@ -88,11 +88,11 @@ def test_a_worker_started_while_postgresql_is_away_takes_no_job_until_it_answers
     procs, proc_settings, runtime, client
 ):
     worker, database = started_away(procs, proc_settings, "worker", "database unreachable", 2)
-    assert "Listening on" not in worker.log()
+    assert not listening(worker)
 
     try:
         database.start()
-        wait_for(lambda: "Listening on" in worker.log(), timeout=30, message="worker listening")
+        wait_for(lambda: listening(worker), timeout=30, message="worker listening")
         procs("relay", hooklatch_cmd("relay"), process_env(proc_settings))
         endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
         deliver(client, endpoint, "evt_worker_waited_for_pg", "effect.waited")

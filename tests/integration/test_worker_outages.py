@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.database import count
 from tests.support.pipeline import make_endpoint, wait_for
-from tests.support.processes import free_port, hooklatch_cmd, process_env, start_redis
+from tests.support.processes import free_port, hooklatch_cmd, listening, process_env, start_redis
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_test_secret"
@@ -103,7 +103,7 @@ def test_sigterm_stops_a_worker_whose_redis_has_just_gone(procs, proc_settings, 
     redis = start_redis(procs, port, tmp_path)
     env = process_env(replace(proc_settings, redis_url=f"redis://127.0.0.1:{port}/0"))
     worker = procs("worker", hooklatch_cmd("worker"), env)
-    wait_for(lambda: "Listening on" in worker.log(), timeout=20, message="worker listening")
+    wait_for(lambda: listening(worker), timeout=20, message="worker listening")
     redis.kill()
     assert stops_on_sigterm(worker), worker.log()
 

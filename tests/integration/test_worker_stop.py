@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.database import count
 from tests.support.pipeline import deliver, make_endpoint, wait_for
-from tests.support.processes import hooklatch_cmd, process_env
+from tests.support.processes import hooklatch_cmd, listening, process_env
 
 SECRET = "whsec_test_secret"
 EVENTS = 40  # 0.2 s each: a job of all of them runs for 8 s
@@ -42,7 +42,7 @@ def assert_handed_out_again_uncounted(runtime, job: str, rows: int) -> None:
 
 def start_worker(procs, env, args, name="worker"):
     worker = procs(name, [*hooklatch_cmd("worker"), *args], env)
-    wait_for(lambda: "Listening on" in worker.log(), timeout=30, message="worker listening")
+    wait_for(lambda: listening(worker), timeout=30, message="worker listening")
     return worker
 
 

@@ -13,6 +13,7 @@ import signal
 
 from rq import Worker
 
+from hooklatch import logs
 from hooklatch.runtime import build_runtime
 from hooklatch.settings import Settings
 from hooklatch.workers.worker.main import run_worker
@@ -44,6 +45,7 @@ class DyingWorker(Worker):
 
 
 def main() -> None:
+    logs.configure()  # as the hooklatch command does
     run_worker(build_runtime(Settings.from_env()), worker_class=DyingWorker)
     raise SystemExit("unreachable: the worker should have been killed taking its first job")
 

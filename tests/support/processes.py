@@ -199,3 +199,8 @@ def start_procfile_web(procs: Any, settings: Settings, **env_extra: str) -> tupl
     base = f"http://127.0.0.1:{port}"
     wait_http(base + "/healthz", web)
     return base, port, web
+
+
+def listening(worker: Proc) -> bool:
+    """`hooklatch worker` has started and takes jobs (its own start-up line)."""
+    return "worker listening on queue" in worker.log()

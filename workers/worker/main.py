@@ -87,7 +87,9 @@ def run_worker(
                 if stop.is_set():
                     break
                 current[:] = [worker]
-                worked = bool(worker.work(burst=burst, logging_level="INFO", with_scheduler=False))
+                worked = bool(
+                    worker.work(burst=burst, logging_level="WARNING", with_scheduler=False)
+                )
             except (RedisConnectionError, RedisTimeoutError) as exc:
                 error = exc
             except StopRequested:  # raised by RQ's request_stop, outside RQ's loop
@@ -172,10 +174,18 @@ def stoppable(worker_class: type[BaseWorker]) -> type[BaseWorker]:
                 timer.daemon = True
                 timer.start()
 
+        def bootstrap(self: Any, *args: Any, **kwargs: Any) -> None:
+            # RQ's own start-up lines are below the WARNING level the worker runs at.
+            worker_class.bootstrap(self, *args, **kwargs)
+            log.info(
+                "worker listening on queue %s (pid %d)", ", ".join(self.queue_names()), os.getpid()
+            )
+
         made = type(
             worker_class.__name__,
             (worker_class,),
             {
+                "bootstrap": bootstrap,
                 "heartbeat": heartbeat,
                 "setup_work_horse_signals": setup_work_horse_signals,
                 "handle_warm_shutdown_request": handle_warm_shutdown_request,
