@@ -50,8 +50,12 @@ def lines(figures: dict[str, Any], problems: list[str]) -> list[str]:
             f"  {p['kind']:<7} {p['hostname']} pid {p['pid']:<7} "
             f"last beat {p['last_beat_seconds']:g} s ago  {state}"
         )
-    if not figures["processes"] and not figures["embedded"]:
-        out.append("  none has beaten: start `hooklatch relay` and `hooklatch worker`")
+    if not figures["processes"]:
+        out.append(
+            "  none has beaten: start the web process"
+            if figures["embedded"]
+            else "  none has beaten: start `hooklatch relay` and `hooklatch worker`"
+        )
     out += [
         f"events:  {events['pending']} pending{_oldest(events['oldest_pending_seconds'])}, "
         f"{events['retries_due']} retries due, {events['dead']} dead",
@@ -74,7 +78,7 @@ def lines(figures: dict[str, Any], problems: list[str]) -> list[str]:
         f"{done['deleted']} events deleted in {done['seconds']:.2f} s"
         f"{_behind(done['oldest_expired_seconds'])}"
         if done
-        else "cleanup: no pass reported (it runs in every relay)"
+        else "cleanup: last pass never (no running relay or dispatcher has finished one)"
     )
     out += [f"PROBLEM: {problem}" for problem in problems]
     return out

@@ -1,4 +1,5 @@
-"""Heartbeats: each relay and worker process rewrites its row every few seconds.
+"""Heartbeats: each relay and worker process (and, in the embedded default, each web
+process's dispatcher) rewrites its row every few seconds.
 
 `hooklatch status` and the `hooklatch_processes_alive` gauge read them: a process whose
 row is three intervals old is silent (stopped, hung, or cut off from the database). A

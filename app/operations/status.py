@@ -50,12 +50,14 @@ def read_status(runtime: Runtime) -> dict[str, Any]:
         beats = connection.execute(select(Heartbeat).order_by(Heartbeat.kind, Heartbeat.id)).all()
     every = runtime.settings.heartbeat_seconds
     processes = [_process(row, now, every) for row in beats]
+    # The embedded default has neither: each web process beats for its dispatcher thread.
+    kinds = ("dispatcher",) if runtime.settings.embedded else KINDS
     return {
         "at": now.isoformat(),
         "embedded": runtime.settings.embedded,
         "processes": processes,
         "alive": {
-            kind: sum(1 for p in processes if p["kind"] == kind and p["alive"]) for kind in KINDS
+            kind: sum(1 for p in processes if p["kind"] == kind and p["alive"]) for kind in kinds
         },
         "events": {
             "pending": int(pending),

@@ -1,8 +1,10 @@
 """`hooklatch status`: the numbers of a known set of events, and heartbeats of real
-relay and worker processes: alive while they run, silent when killed, gone when stopped."""
+relay, worker and embedded web processes: alive while they run, silent when killed, gone
+when stopped; one line and exit 1 when the database cannot be read."""
 
 import json
 import signal
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
@@ -10,7 +12,7 @@ from sqlalchemy import text
 from tests.support.cli import run_cli
 from tests.support.database import count
 from tests.support.pipeline import deliver, drain, make_endpoint, wait_for
-from tests.support.processes import hooklatch_cmd, process_env
+from tests.support.processes import free_port, hooklatch_cmd, process_env, start_procfile_web
 
 
 def status_json(settings):
@@ -94,3 +96,34 @@ def test_heartbeats_of_real_processes(procs, proc_settings, settings, runtime):
 
     relay.stop()  # SIGTERM: a clean stop takes its row away
     assert count(runtime, "SELECT count(*) FROM heartbeats WHERE kind = 'relay'") == 0
+
+
+def test_embedded_web_processes_beat_for_their_dispatchers(procs, settings, runtime):
+    embedded = replace(settings, redis_url=None)
+    _, _, web = start_procfile_web(
+        procs,
+        embedded,
+        WEB_CONCURRENCY="2",
+        HOOKLATCH_HEARTBEAT_SECONDS="0.3",
+        HOOKLATCH_CLEANUP_INTERVAL_SECONDS="0.2",
+    )
+
+    def figures():
+        return status_json(embedded)[1]
+
+    wait_for(lambda: figures()["alive"] == {"dispatcher": 2}, timeout=30, message="two beating")
+    wait_for(lambda: figures()["cleanup"], timeout=30, message="a dispatcher's cleanup pass")
+    assert status_json(embedded)[0] == 0
+
+    web.stop()  # SIGTERM: each worker's exit takes its dispatcher's row away
+    assert count(runtime, "SELECT count(*) FROM heartbeats") == 0, web.log()
+
+
+def test_status_says_in_one_line_that_the_database_cannot_be_read(settings):
+    away = replace(settings, database_url=f"postgresql://postgres@127.0.0.1:{free_port()}/x")
+
+    result = run_cli(away, "status", ok=False)
+
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: the database cannot be read: OperationalError")
+    assert len(result.output.strip().splitlines()) == 1

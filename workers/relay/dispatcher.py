@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 
+from hooklatch.operations.heartbeats import start_heartbeat
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.cleanup import Cleanup
 from hooklatch.workers.relay.loop import Relay
@@ -25,6 +27,16 @@ def start_embedded_dispatcher(runtime: Runtime) -> threading.Event:
         daemon=True,
     )
     thread.start()
-    Cleanup(runtime).start(stop)
+    cleanup = Cleanup(runtime)
+    cleanup.start(stop)
+    beating = start_heartbeat(runtime, "dispatcher", stop, cleanup.state)
+    # Nothing stops the dispatcher but the process's exit: then its heartbeat row goes, as
+    # a relay's does on SIGTERM, instead of showing a silent dispatcher for a day.
+    atexit.register(_stop_at_exit, stop, beating)
     log.info("embedded dispatcher started: events are processed in this process")
     return stop
+
+
+def _stop_at_exit(stop: threading.Event, beating: threading.Thread) -> None:
+    stop.set()
+    beating.join(timeout=2)
