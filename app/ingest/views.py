@@ -9,10 +9,8 @@ answer them (hooklatch.errors).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable, Iterable
-from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
@@ -31,15 +29,15 @@ from hooklatch.errors import (
     JsonAnswer,
     MethodNotAllowed,
     NotFound,
-    ProviderUnavailable,
     StoreUnavailable,
     VerificationError,
     error_json,
     http_error_json,
 )
 from hooklatch.ingest.store import ACCEPTED, DUPLICATE, EndpointChanged, Recorded, record_events
+from hooklatch.ingest.verify import count_refusal, provider_for, verified_by_cache, verify
 from hooklatch.logs import bind
-from hooklatch.providers.base import Delivery, Provider
+from hooklatch.providers.base import Delivery
 from hooklatch.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -100,13 +98,13 @@ def receive(
     url = _url(runtime, request)
     with bind(endpoint_id=endpoint_id):
         try:
-            cached = _verified_by_cache(runtime, endpoint_id, url, headers, body, seen)
+            cached = verified_by_cache(runtime, endpoint_id, url, headers, body, seen)
             outcome = _with_store(
                 runtime,
                 partial(_ingest, runtime, endpoint_id, url, headers, body, seen, cached=cached),
             )
         except VerificationError as exc:
-            _refused(runtime, endpoint_id, exc, headers, body)
+            count_refusal(runtime, endpoint_id, exc, headers, body)
             raise
     if isinstance(outcome, Response):
         seen.outcome = metrics.HANDSHAKE
@@ -134,7 +132,7 @@ def challenge(
         def answer(connection: Connection) -> Response | None:
             endpoint = active_endpoint(connection, endpoint_id, box=runtime.box)
             seen.provider = endpoint.provider
-            provider = _provider(runtime, endpoint.provider)
+            provider = provider_for(runtime, endpoint.provider)
             delivery = Delivery("GET", url, headers, b"", endpoint.options)
             response = provider.challenge(delivery, secrets=endpoint.secrets)
             if response is None:
@@ -146,7 +144,7 @@ def challenge(
         try:
             response = _with_store(runtime, answer)
         except VerificationError as exc:
-            _refused(runtime, endpoint_id, exc, headers, b"")
+            count_refusal(runtime, endpoint_id, exc, headers, b"")
             raise
     if response is None:
         refused = MethodNotAllowed("this endpoint takes POST deliveries only")
@@ -199,75 +197,6 @@ def _url(runtime: Runtime, request: Request) -> str:
     return runtime.settings.public_url + request.path + (f"?{query}" if query else "")
 
 
-def _provider(runtime: Runtime, name: str) -> Provider:
-    try:
-        return runtime.provider(name)
-    except LookupError as exc:
-        raise ProviderUnavailable(str(exc)) from exc
-
-
-def _verified_by_cache(
-    runtime: Runtime,
-    endpoint_id: str,
-    url: str,
-    headers: dict[str, str],
-    body: bytes,
-    seen: metrics.DeliveryTally,
-) -> ActiveEndpoint | None:
-    """The endpoint's cached copy if it verifies the delivery, before any connection is
-    taken; None when nothing is cached or a refusal is to be confirmed by the database
-    (``_ingest`` reads it); the refusal itself while the endpoint's refusals outrun its
-    rechecks (EndpointCache), so that a flood of bad signatures costs no database work."""
-    cache = runtime.endpoints
-    endpoint = cache.get(endpoint_id) if cache is not None else None
-    if cache is None or endpoint is None:
-        return None
-    try:
-        _verify(runtime, endpoint, Delivery("POST", url, headers, body, endpoint.options), seen)
-    except VerificationError:
-        if cache.may_recheck(endpoint_id):
-            return None
-        raise
-    return endpoint
-
-
-def _verify(
-    runtime: Runtime, endpoint: ActiveEndpoint, delivery: Delivery, seen: metrics.DeliveryTally
-) -> None:
-    seen.provider, seen.fingerprint = endpoint.provider, None
-    provider = _provider(runtime, endpoint.provider)
-    now = runtime.clock()
-    try:
-        provider.verify(delivery, secrets=endpoint.secrets, now=now)
-    except VerificationError as exc:
-        # How many secrets were tried tells a rotation gone wrong at a glance.
-        exc.facts.setdefault("provider", endpoint.provider)
-        exc.facts.setdefault("active_secrets", len(endpoint.secrets))
-        raise
-    seen.fingerprint = _verifying_fingerprint(runtime, provider, endpoint, delivery, now)
-
-
-def _verifying_fingerprint(
-    runtime: Runtime,
-    provider: Provider,
-    endpoint: ActiveEndpoint,
-    delivery: Delivery,
-    now: datetime,
-) -> str | None:
-    """The fingerprint of the first of the endpoint's secrets that verifies the delivery
-    alone: during a rotation the metrics show when the old one stops matching. Providers
-    verify against all the secrets at once; with one, there is nothing to tell apart."""
-    secrets = endpoint.secrets
-    if len(secrets) > 1:
-        for secret in secrets:
-            try:
-                provider.verify(delivery, secrets=[secret], now=now)
-            except VerificationError:
-                continue
-            return runtime.box.fingerprint(secret)
-    return runtime.box.fingerprint(secrets[0]) if secrets else None
-
-
 def _ingest(
     runtime: Runtime,
     endpoint_id: str,
@@ -300,10 +229,10 @@ def _ingest(
             raise
         if runtime.endpoints is not None:
             runtime.endpoints.put(endpoint)
-    provider = _provider(runtime, endpoint.provider)
+    provider = provider_for(runtime, endpoint.provider)
     delivery = Delivery("POST", url, headers, body, endpoint.options)
     if cached is None:
-        _verify(runtime, endpoint, delivery, seen)
+        verify(runtime, endpoint, delivery, seen)
     handshake = provider.handshake(delivery, secrets=endpoint.secrets)
     if handshake is not None:
         if cached is not None:
@@ -337,32 +266,6 @@ def _stale_statement(exc: DBAPIError) -> bool:
     for an older schema."""
     code = getattr(exc.orig, "pgcode", None)
     return code in (INVALID_SQL_STATEMENT_NAME, FEATURE_NOT_SUPPORTED)
-
-
-def _refused(
-    runtime: Runtime,
-    endpoint_id: str,
-    exc: VerificationError,
-    headers: dict[str, str],
-    body: bytes,
-) -> None:
-    """Count a refusal by endpoint and reason, in memory (the counts are written a few
-    times per flush interval, not once per refusal), and log it with safe facts only
-    (never a secret, never the body) when its count is written at once; the others are
-    summed up when theirs is. Counting is best effort: it never changes the answer."""
-    if not runtime.refusals.add(endpoint_id, exc.reason, now=runtime.clock()):
-        return  # summed up in one line when its count is written (app/ingest/refusals.py)
-    facts = "".join(f"; {key} {value}" for key, value in sorted(exc.facts.items()))
-    log.warning(
-        "refused delivery: %s (%s); headers present: %s; body %d bytes sha256 %s%s",
-        exc.reason,
-        exc.message,
-        ",".join(sorted(headers)),
-        len(body),
-        hashlib.sha256(body).hexdigest()[:16],
-        facts,
-        extra={"reason": exc.reason},
-    )
 
 
 def _with_store(runtime: Runtime, work: Callable[[Connection], T]) -> T:
