@@ -89,3 +89,6 @@ def configure(level: str = "INFO") -> None:
     handler.hooklatch = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level)
+    # Alembic says at INFO which plugins it set up and each step it runs; the commands
+    # that migrate say in one line what changed.
+    logging.getLogger("alembic").setLevel(logging.WARNING)

@@ -25,10 +25,31 @@ def db_upgrade(ctx: click.Context, revision: str) -> None:
     settings = settings_of(ctx).with_embedded_key()
     if settings.database_url is None:
         settings.instance_path.mkdir(parents=True, exist_ok=True)
+    before = _revision(settings.sqlalchemy_url)
     command.upgrade(alembic_config(settings.sqlalchemy_url), revision)
-    click.echo(f"database at revision {revision}")
+    after = _revision(settings.sqlalchemy_url)
+    click.echo(
+        f"database at revision {after} "
+        + ("(no change)" if after == before else f"(was: {before})")
+    )
     if revision == "head" and settings.secret_keys:
         _key_fingerprints(settings)
+
+
+def _revision(url: str) -> str:
+    """The revision the database is at, as Alembic records it; ``none`` before the first."""
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy.pool import NullPool
+
+    from hooklatch.db import make_engine
+
+    engine = make_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            heads = MigrationContext.configure(connection).get_current_heads()
+    finally:
+        engine.dispose()
+    return ", ".join(sorted(heads)) or "none"
 
 
 def _key_fingerprints(settings: Settings) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import secrets
 from dataclasses import replace
@@ -26,7 +25,16 @@ class _Gunicorn(BaseApplication):
         super().__init__()
 
     def load_config(self) -> None:
-        for key, value in self.options.items():
+        """The web process's settings (hooklatch.gunicorn_config, as the Procfile's web
+        reads them: its log lines, metrics directory, hooks), then this command's."""
+        from hooklatch import gunicorn_config
+
+        shipped = {
+            name: value
+            for name, value in vars(gunicorn_config).items()
+            if name in self.cfg.settings
+        }
+        for key, value in {**shipped, **self.options}.items():
             self.cfg.set(key, value)
 
     def load(self) -> Any:
@@ -41,14 +49,12 @@ def serve_embedded(settings: Settings, *, host: str, port: int, send_command: st
         settings = replace(settings, public_url=f"http://{host}:{port}")
         if settings.public_url != Settings.public_url:
             send_command += f" --url {settings.public_url}"
-    options: dict[str, Any] = {"bind": f"{host}:{port}", "worker_class": WORKER_CLASS, "threads": 4}
+    options: dict[str, Any] = {"bind": f"{host}:{port}"}
     if settings.embedded:
         # One process: the dispatcher thread lives beside the request threads.
-        options["workers"] = 1
+        options.update(workers=1, worker_class=WORKER_CLASS, threads=4)
         settings = settings.with_embedded_key()
         _prepare_embedded(settings, send_command)
-    else:
-        options["workers"] = int(os.environ.get("WEB_CONCURRENCY", 2))
     _Gunicorn(settings, options).run()
 
 
@@ -61,7 +67,6 @@ def _prepare_embedded(settings: Settings, send_command: str) -> None:
     from hooklatch.runtime import build_runtime
 
     settings.instance_path.mkdir(parents=True, exist_ok=True)
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     command.upgrade(alembic_config(settings.sqlalchemy_url), "head")
     if not settings.handlers:
         import hooklatch.embedded.demo  # noqa: F401  (registers the demo handler)

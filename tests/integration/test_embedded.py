@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.support.install import ROOT
-from tests.support.processes import free_port
+from tests.support.processes import chatter, free_port
 
 COMMAND = re.compile(r"^\s+(\S*hooklatch send-test demo.*)$", re.MULTILINE)
 
@@ -65,6 +65,9 @@ def test_serve_on_a_bare_machine_processes_the_demo_event(procs, tmp_path):
     send_and_check(command, tmp_path, env)
     assert (tmp_path / "instance" / "hooklatch.sqlite3").exists()
     assert "demo handler ran for stripe invoice.paid" in proc.log()
+    # Start-up says where it listens in hooklatch's words, without gunicorn's or Alembic's.
+    assert "web listening on 127.0.0.1:" in proc.log()
+    assert not chatter(proc.log()), proc.log()
 
 
 def test_readme_first_screen_gives_the_run_and_test_commands():

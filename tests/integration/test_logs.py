@@ -5,26 +5,18 @@ hooklatch's own words, without a library's chatter."""
 import json
 import subprocess
 
+from alembic.script import ScriptDirectory
+
+from hooklatch.migrations import alembic_config
 from tests.support.cli import cli_env
+from tests.support.database import fresh_database
 from tests.support.pipeline import deliver, make_endpoint, wait_for
 from tests.support.processes import (
+    chatter,
     hooklatch_cmd,
     listening,
     process_env,
     start_procfile_web,
-)
-
-# Lines RQ and gunicorn print at start (and stop) at their INFO level.
-CHATTER = (
-    "started with PID",
-    "subscribing to channel",
-    "*** Listening on",
-    "cleaning registries",
-    "Starting gunicorn",
-    "Booting worker",
-    "Using worker",
-    "Control socket",
-    "Listening at:",
 )
 
 
@@ -79,7 +71,7 @@ def test_start_up_says_what_started_and_nothing_else(procs, proc_settings, setti
     ):
         text = proc.log()
         assert started in text
-        assert not [line for line in text.splitlines() if any(c in line for c in CHATTER)], text
+        assert not chatter(text), text
         assert "Traceback" not in text
 
 
@@ -91,3 +83,19 @@ def test_an_unknown_log_format_is_refused_at_start(settings):
     assert result.returncode == 1
     assert "HOOKLATCH_LOG_FORMAT must be text or json, got 'yaml'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_release_step_says_which_revisions_it_applied_and_nothing_else(secret_key):
+    head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+    with fresh_database("hooklatch_release") as url:
+        env = {"DATABASE_URL": url, "HOOKLATCH_SECRET_KEYS": secret_key, "PATH": "/usr/bin:/bin"}
+
+        def upgrade():
+            result = subprocess.run(
+                hooklatch_cmd("db", "upgrade"), env=env, capture_output=True, text=True, timeout=60
+            )
+            assert result.returncode == 0, result.stderr
+            return (result.stdout + result.stderr).strip().splitlines()
+
+        assert upgrade() == [f"database at revision {head} (was: none)"]
+        assert upgrade() == [f"database at revision {head} (no change)"]

@@ -204,3 +204,24 @@ def start_procfile_web(procs: Any, settings: Settings, **env_extra: str) -> tupl
 def listening(worker: Proc) -> bool:
     """`hooklatch worker` has started and takes jobs (its own start-up line)."""
     return "worker listening on queue" in worker.log()
+
+
+# Lines RQ and gunicorn print at start (and stop) at their INFO level.
+CHATTER = (
+    "started with PID",
+    "subscribing to channel",
+    "*** Listening on",
+    "cleaning registries",
+    "Starting gunicorn",
+    "Booting worker",
+    "Using worker",
+    "Control socket",
+    "Listening at:",
+    "setup plugin",
+    "Running upgrade",
+)
+
+
+def chatter(text: str) -> list[str]:
+    """The lines of a log that a library printed at its INFO level."""
+    return [line for line in text.splitlines() if any(c in line for c in CHATTER)]
