@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, exists, func, select, tuple_, update
+from sqlalchemy import ColumnElement, and_, delete, exists, func, null, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from hooklatch.endpoints.models import Refusal
@@ -116,7 +116,8 @@ class Retention:
         result = session.execute(
             update(Event)
             .where(Event.id.in_(ids), _prunable(cutoff))
-            .values(body=None, headers=None)
+            # null(), not None: None on a JSON column stores the JSON value 'null'.
+            .values(body=None, headers=null())
             .execution_options(synchronize_session=False)
         )
         return int(result.rowcount or 0)  # type: ignore[attr-defined]
