@@ -28,6 +28,8 @@ from prometheus_client import values as prometheus_values
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from hooklatch.logs import one_line
+
 log = logging.getLogger(__name__)
 
 MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
@@ -83,6 +85,8 @@ _choice_lock = threading.RLock()
 _chosen: Any = None
 # Set in a worker that forks a work horse per job (serve_worker): see _identity.
 _horse_parent: int | None = None
+# Set once a delivery could not be counted (DeliveryTally.count): logged once.
+_counting_failed = False
 
 
 def _identity() -> int | str:
@@ -195,6 +199,18 @@ class DeliveryTally:
         self.outcome = "internal_error"
 
     def count(self, endpoint_id: str, seconds: float) -> None:
+        """Count the delivery. Best effort: it is counted after its answer is settled (a
+        stored event already committed), so a failure here (the multiprocess directory
+        removed, its disk full) is logged once per process and never changes the answer."""
+        global _counting_failed
+        try:
+            self._count(endpoint_id, seconds)
+        except Exception as exc:
+            if not _counting_failed:
+                _counting_failed = True
+                log.error("metrics: counting failed (%s); answers are unaffected", one_line(exc))
+
+    def _count(self, endpoint_id: str, seconds: float) -> None:
         provider = self.provider or UNKNOWN
         endpoint = endpoint_id if self.provider else UNKNOWN
         DELIVERIES.labels(provider, endpoint, self.outcome).inc()
@@ -276,10 +292,14 @@ def serve(port: int | None, *extra: Collector, addr: str = "0.0.0.0") -> None:  
 
 def serve_worker(port: int | None) -> None:
     """A worker's metrics: its work horses count in files, in ``PROMETHEUS_MULTIPROC_DIR``
-    or else a directory of this process's own, removed when it exits."""
-    if port is None:
-        return
+    or else a directory of this process's own, removed when it exits. With the directory
+    given, they share one set of files whether or not this process serves a port (a
+    scrape elsewhere reads them): otherwise each horse would leave a set of its own."""
     directory = os.environ.get(MULTIPROC_DIR)
+    if port is None:
+        if directory:
+            use_multiprocess(directory, horses=True)
+        return
     if not directory:
         directory = tempfile.mkdtemp(prefix="hooklatch-metrics-")
         owner = os.getpid()
