@@ -30,6 +30,30 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message.splitlines()[0] if message else ''}"
 
 
+class Outage:
+    """One line when a background task (cleanup, heartbeat, gauges) starts failing and one
+    when it works again; the failures in between at DEBUG. The process's own loop already
+    logs one line per retry while the database or Redis is away (ARCHITECTURE: one clear
+    line per retry), and its threads must not add theirs to each."""
+
+    def __init__(self, logger: logging.Logger, what: str) -> None:
+        self.logger = logger
+        self.what = what
+        self.failing = False
+
+    def failed(self, exc: BaseException, retry_in: float) -> None:
+        level = logging.DEBUG if self.failing else logging.WARNING
+        self.logger.log(
+            level, "%s failed (%s); retrying in %.1f s", self.what, one_line(exc), retry_in
+        )
+        self.failing = True
+
+    def ok(self) -> None:
+        if self.failing:
+            self.logger.info("%s works again", self.what)
+        self.failing = False
+
+
 @contextmanager
 def bind(**fields: Any) -> Iterator[None]:
     token = _context.set({**(_context.get() or {}), **fields})

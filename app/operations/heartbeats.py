@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import delete, update
 
 from hooklatch.db import reconnect_delay
-from hooklatch.logs import one_line
+from hooklatch.logs import Outage, one_line
 from hooklatch.operations.models import Heartbeat
 from hooklatch.runtime import Runtime
 
@@ -74,14 +74,16 @@ class Beat:
     def run(self, stop: threading.Event) -> None:
         interval = self.runtime.settings.heartbeat_seconds
         failures = 0
+        outage = Outage(log, "heartbeat")
         while True:
             try:
                 self.once()
                 failures, wait = 0, interval
+                outage.ok()
             except Exception as exc:  # the database is away: beat again when it is back
                 failures += 1
                 wait = min(interval, reconnect_delay(failures))
-                log.error("heartbeat failed (%s), trying again in %.1f s", one_line(exc), wait)
+                outage.failed(exc, wait)
             if stop.wait(wait):
                 break
         try:

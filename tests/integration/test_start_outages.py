@@ -67,6 +67,9 @@ def test_a_relay_started_while_postgresql_is_away_waits_for_it_then_relays(
     assert all("Connection refused" in match[2] for match in retries), log
     waits = [float(match[3]) for match in retries]
     assert waits == sorted(waits) and waits[-1] > waits[0], waits
+    # Its cleanup and heartbeat threads say once that they wait too, not at every retry.
+    assert log.count("cleanup pass failed") == 1, log
+    assert log.count("heartbeat failed") == 1, log
 
     try:
         database.start()

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from hooklatch.db import reconnect_delay
-from hooklatch.logs import one_line
+from hooklatch.logs import Outage
 from hooklatch.metrics import CLEANUP_BATCH_SECONDS, CLEANUP_OLDEST_EXPIRED_SECONDS, CLEANUP_ROWS
 from hooklatch.operations.retention import CleanupPass, Retention
 from hooklatch.runtime import Runtime
@@ -34,16 +34,18 @@ class Cleanup:
 
     def run(self, stop: threading.Event) -> None:
         failures = 0
+        outage = Outage(log, "cleanup pass")
         while not stop.is_set():
             try:
                 done = self.retention.once(stop=stop.is_set)
             except Exception as exc:  # the database is away: try again later
                 failures += 1
                 delay = reconnect_delay(failures)
-                log.error("cleanup pass failed (%s), retrying in %.1f s", one_line(exc), delay)
+                outage.failed(exc, delay)
                 stop.wait(delay)
                 continue
             failures = 0
+            outage.ok()
             self.last = done
             record(done)
             if done.pruned or done.deleted:
