@@ -21,8 +21,8 @@ PAYLOAD_EXPIRED = FIRST_SEEN + timedelta(days=7, minutes=1)  # default payload c
 DEDUPE_EXPIRED = FIRST_SEEN + timedelta(days=30, minutes=1)  # default dedupe clock: 30 days
 
 
-def post(client, endpoint, external_id, at=FIRST_SEEN):
-    body = stripe_event(external_id)
+def post(client, endpoint, external_id, at=FIRST_SEEN, event_type="invoice.paid"):
+    body = stripe_event(external_id, event_type=event_type)
     headers = stripe_headers(body, "whsec_test_secret", timestamp=int(at.timestamp()))
     return client.post(f"/hooks/{endpoint}", data=body, headers=headers)
 
@@ -124,6 +124,37 @@ def test_work_in_hand_is_never_cleaned(runtime, client_at):
     for event_id in (with_replay, waiting):
         assert load_event(runtime, event_id).body is not None
     assert count(runtime, "SELECT count(*) FROM outbox") == 2
+
+
+def test_a_retry_waiting_for_its_time_is_work_in_hand_without_an_outbox_row(
+    runtime, client_at, router
+):
+    """A failed attempt deletes the event's outbox row and leaves it pending until its
+    retry comes due, when the relay's sweep writes a new row: only its status says that
+    work is in hand in between."""
+
+    @router.on("stripe", "invoice.payment_failed")
+    def fail(event, ctx):
+        raise RuntimeError("the handler fails on purpose")
+
+    endpoint, _ = make_endpoint(runtime)
+    client, at_first_seen = client_at(FIRST_SEEN)
+    answer = post(client, endpoint, "evt_retry", event_type="invoice.payment_failed")
+    event_id = answer.json["events"][0]["id"]
+    attempted = "SELECT count(*) FROM attempts WHERE event_id = :i"
+    # The clock stands at FIRST_SEEN: the retry is scheduled after it, so never swept.
+    drain(at_first_seen, until=lambda: count(runtime, attempted, i=event_id) == 1)
+    waiting = load_event(runtime, event_id)
+    assert (waiting.status, waiting.attempts) == ("pending", 1)
+    assert waiting.next_attempt_at > FIRST_SEEN
+    assert count(runtime, "SELECT count(*) FROM outbox") == 0
+
+    done = cleanup_at(runtime, DEDUPE_EXPIRED).once()
+
+    assert (done.pruned, done.deleted) == (0, 0)
+    assert done.oldest_expired_seconds == 0
+    kept = "SELECT count(*) FROM events WHERE id = :i AND body IS NOT NULL AND headers IS NOT NULL"
+    assert count(runtime, kept, i=event_id) == 1
 
 
 def test_a_pruned_event_cannot_be_replayed_and_says_why(runtime, client_at, client, settings):
