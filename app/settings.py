@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -42,6 +43,8 @@ def _float(environ: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise SettingsError(f"{name} must be a finite number, got {raw.strip()!r}")
     if value < 0:
         raise SettingsError(f"{name} must not be negative, got {value}")
     return value
@@ -111,9 +114,10 @@ class Settings:
     # row, dedupe key, SHA-256 and history stay until the dedupe clock. Dead and pending
     # events keep their payload.
     payload_retention_days: float = 7.0
-    # Only for test and staging setups whose clocks run in seconds: start even when the
-    # dedupe clock is shorter than a provider's retry window (a late retry of a deleted
-    # event is then stored and handled again). Logged at start as a warning.
+    # Only for test and staging setups whose clocks run in seconds or minutes (under an
+    # hour): start even when the dedupe clock is shorter than a provider's retry window (a
+    # late retry of a deleted event is then stored and handled again). Logged at start as
+    # a warning; a clock of an hour or more is refused whatever this says.
     unsafe_short_retention: bool = False
     # Retention runs in every relay: rows per statement, and the pause between passes
     # once nothing is left to do (a full batch is followed by the next one at once).
@@ -242,6 +246,13 @@ class Settings:
                 f"than HOOKLATCH_DEDUPE_RETENTION_DAYS={self.dedupe_retention_days:g}: an "
                 "event's row, payload included, is deleted at the dedupe clock"
             )
+        for name, seconds in (
+            ("HOOKLATCH_HEARTBEAT_SECONDS", self.heartbeat_seconds),
+            ("HOOKLATCH_CLEANUP_INTERVAL_SECONDS", self.cleanup_interval_seconds),
+            ("HOOKLATCH_METRICS_CACHE_SECONDS", self.metrics_cache_seconds),
+        ):
+            if seconds <= 0:  # a loop that never waits, against the database
+                raise SettingsError(f"{name} must be more than 0, got {seconds:g}")
         if self.metrics_port is not None and self.metrics_port > 65535:
             raise SettingsError(f"HOOKLATCH_METRICS_PORT must be a port, got {self.metrics_port}")
         _check_fernet_keys(self.secret_keys)
@@ -265,6 +276,11 @@ class Settings:
         return replace(self, secret_keys=(key_file.read_text().strip(),))
 
 
+# HOOKLATCH_UNSAFE_SHORT_RETENTION forces a dedupe clock shorter than this only: clocks
+# in seconds or minutes are a test setup's; one of hours or days could be meant.
+UNSAFE_RETENTION_LIMIT = timedelta(hours=1)
+
+
 def check_retention(settings: Settings, providers: Mapping[str, Any]) -> None:
     """Dedupe keys must outlive every installed provider's retries."""
     retention = timedelta(days=settings.dedupe_retention_days)
@@ -276,6 +292,14 @@ def check_retention(settings: Settings, providers: Mapping[str, Any]) -> None:
     if not short:
         return
     if settings.unsafe_short_retention:
+        if retention >= UNSAFE_RETENTION_LIMIT:
+            raise SettingsError(
+                "HOOKLATCH_UNSAFE_SHORT_RETENTION is only for dedupe clocks under an hour "
+                "(test setups), and HOOKLATCH_DEDUPE_RETENTION_DAYS="
+                f"{settings.dedupe_retention_days:g} is shorter than the retry window of "
+                f"{', '.join(short)}: a retry arriving after its event's dedupe key was "
+                "removed would be stored and handled a second time"
+            )
         log.warning(
             "HOOKLATCH_UNSAFE_SHORT_RETENTION: dedupe keys are kept %g days, less than the "
             "retry window of %s: their late retries are stored and handled again",

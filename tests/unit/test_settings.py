@@ -1,7 +1,9 @@
+from datetime import timedelta
+
 import pytest
 from cryptography.fernet import Fernet
 
-from hooklatch.settings import Settings, SettingsError
+from hooklatch.settings import Settings, SettingsError, check_retention
 
 
 def test_defaults_are_the_embedded_receiver(tmp_path):
@@ -32,6 +34,14 @@ def test_defaults_are_the_embedded_receiver(tmp_path):
         ({"HOOKLATCH_CLEANUP_BATCH_SIZE": "0"}, "HOOKLATCH_CLEANUP_BATCH_SIZE must be at least 1"),
         ({"HOOKLATCH_UNSAFE_SHORT_RETENTION": "maybe"}, "must be true or false"),
         ({"HOOKLATCH_METRICS_PORT": "70000"}, "HOOKLATCH_METRICS_PORT must be a port"),
+        ({"HOOKLATCH_PAYLOAD_RETENTION_DAYS": "nan"}, "must be a finite number, got 'nan'"),
+        ({"HOOKLATCH_DEDUPE_RETENTION_DAYS": "inf"}, "must be a finite number, got 'inf'"),
+        ({"HOOKLATCH_HEARTBEAT_SECONDS": "0"}, "HOOKLATCH_HEARTBEAT_SECONDS must be more than 0"),
+        (
+            {"HOOKLATCH_CLEANUP_INTERVAL_SECONDS": "0"},
+            "HOOKLATCH_CLEANUP_INTERVAL_SECONDS must be more than 0",
+        ),
+        ({"HOOKLATCH_METRICS_CACHE_SECONDS": "0"}, "HOOKLATCH_METRICS_CACHE_SECONDS must be more"),
     ],
 )
 def test_bad_settings_fail_fast_naming_the_variable(env, message):
@@ -99,3 +109,19 @@ def test_the_payload_clock_defaults_to_a_week_and_follows_a_shorter_dedupe_clock
     assert short.payload_retention_days == 5
     chosen = Settings.from_env({"HOOKLATCH_PAYLOAD_RETENTION_DAYS": "0.5"})
     assert chosen.payload_retention_days == 0.5
+
+
+class _ThreeDays:
+    retry_window = timedelta(days=3)
+
+
+def test_short_retention_may_be_forced_only_with_clocks_of_test_setups():
+    """HOOKLATCH_UNSAFE_SHORT_RETENTION lets a clock in seconds or minutes start (a soak,
+    a staging setup), never one a deployment could mean: from an hour up, a dedupe clock
+    shorter than a provider's retry window stays refused."""
+    minutes = Settings(dedupe_retention_days=10 / 1440, unsafe_short_retention=True)
+    check_retention(minutes, {"stripe": _ThreeDays()})
+    for days in (1 / 24, 2):
+        forced = Settings(dedupe_retention_days=days, unsafe_short_retention=True)
+        with pytest.raises(SettingsError, match="only for dedupe clocks under an hour"):
+            check_retention(forced, {"stripe": _ThreeDays()})
