@@ -8,17 +8,20 @@ import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import text
 
+from hooklatch.events.replay import request_replay
 from hooklatch.operations.retention import Retention
 from tests.support.cli import run_cli
 from tests.support.database import count, load_event
-from tests.support.pipeline import drain, make_endpoint
+from tests.support.pipeline import drain, make_endpoint, wait_for
 from tests.support.signing import stripe_event, stripe_headers
 
 FIRST_SEEN = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 PAYLOAD_EXPIRED = FIRST_SEEN + timedelta(days=7, minutes=1)  # default payload clock: 7 days
 DEDUPE_EXPIRED = FIRST_SEEN + timedelta(days=30, minutes=1)  # default dedupe clock: 30 days
+AUTH = {"Authorization": "Bearer test-admin-token"}
 
 
 def post(client, endpoint, external_id, at=FIRST_SEEN, event_type="invoice.paid"):
@@ -178,6 +181,81 @@ def test_a_pruned_event_cannot_be_replayed_and_says_why(runtime, client_at, clie
     assert result.exit_code == 1
     assert "deleted by retention" in result.output
     assert count(runtime, "SELECT count(*) FROM replays") == 0
+
+
+def waiting_for_a_lock(runtime):
+    """Whether a session of this database waits for a row lock another one holds."""
+    return count(
+        runtime,
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+
+
+@pytest.mark.parametrize(
+    ("now", "step", "refusal"),
+    [
+        (DEDUPE_EXPIRED, Retention._delete_events, (404, "not_found")),
+        (PAYLOAD_EXPIRED, Retention._prune_payloads, (409, "payload_pruned")),
+    ],
+    ids=["delete", "prune"],
+)
+def test_a_replay_requested_while_a_cleanup_batch_holds_its_event_waits_and_is_refused(
+    runtime, client_at, client, now, step, refusal
+):
+    endpoint, _ = make_endpoint(runtime)
+    (event_id,) = received(client_at, runtime, endpoint, "evt_raced")
+    retention = cleanup_at(runtime, now)
+    payload_cutoff, dedupe_cutoff = retention.cutoffs(now)
+    cutoff = dedupe_cutoff if step is Retention._delete_events else payload_cutoff
+    answers = []
+
+    def replay():
+        answers.append(client.post(f"/admin/events/{event_id}/replay", json={}, headers=AUTH))
+
+    replaying = threading.Thread(target=replay)
+    with runtime.session_factory.begin() as batch:
+        assert step(retention, batch, cutoff) == 1  # claimed and changed, not committed
+        replaying.start()
+        wait_for(
+            lambda: waiting_for_a_lock(runtime),
+            timeout=10,
+            message="the replay request waiting for the batch's lock",
+        )
+    replaying.join(timeout=20)
+
+    assert not replaying.is_alive(), "the replay request did not finish after the batch"
+    assert (answers[0].status_code, answers[0].json["error"]) == refusal
+    for table in ("replays", "outbox"):
+        assert count(runtime, f"SELECT count(*) FROM {table}") == 0, table  # noqa: S608
+
+
+def test_a_replay_being_requested_holds_its_event_back_from_a_cleanup_pass(runtime, client_at):
+    endpoint, _ = make_endpoint(runtime)
+    (event_id,) = received(client_at, runtime, endpoint, "evt_raced")
+    passes = []
+    cleaning = threading.Thread(
+        target=lambda: passes.append(cleanup_at(runtime, DEDUPE_EXPIRED).once())
+    )
+    with runtime.session_factory.begin() as session:
+        replay = request_replay(
+            session, event_id, requested_by="test", reason="race", now=DEDUPE_EXPIRED
+        )
+        replay_id = replay.id
+        cleaning.start()
+        cleaning.join(timeout=20)
+        waited = cleaning.is_alive()
+    cleaning.join()
+
+    assert not waited, "the pass waited for the event the replay request holds"
+    assert (passes[0].pruned, passes[0].deleted) == (0, 0)
+    drain(runtime)
+    status = "SELECT status FROM replays WHERE id = :i"
+    with runtime.engine.connect() as c:
+        assert c.execute(text(status), {"i": replay_id}).scalar_one() == "succeeded"
+    kept = "SELECT count(*) FROM events WHERE id = :i AND body IS NOT NULL AND headers IS NOT NULL"
+    assert count(runtime, kept, i=event_id) == 1
+    assert count(runtime, "SELECT count(*) FROM attempts WHERE replay_id = :i", i=replay_id) == 1
 
 
 def test_a_pass_works_through_a_backlog_in_batches(runtime, client_at):
