@@ -4,7 +4,8 @@ oldest, pending and dead events, relays and workers alive (by heartbeat).
 A scrape never waits for these queries: it is answered from the last values read, and
 when they are older than HOOKLATCH_METRICS_CACHE_SECONDS it starts one refresh in the
 background. A refresh that fails keeps the last values and sets
-``hooklatch_backlog_up`` to 0, so a database that is away does not fail the scrape.
+``hooklatch_backlog_up`` to 0, so a database that is away does not fail the scrape; so
+does a refresh still waiting after several intervals (a database that stopped answering).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime
+from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -25,12 +27,31 @@ from hooklatch.db import READ_ONLY
 from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
 from hooklatch.operations.models import Heartbeat
 from hooklatch.runtime import Runtime
+from hooklatch.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# Processes whose heartbeat is this many intervals old are not counted alive.
+# Processes whose heartbeat is this many of their own intervals old are not counted alive.
 SILENT_BEATS = 3
 KINDS = ("relay", "worker")
+# A refresh still running after this many cache intervals (a database that stopped
+# answering without refusing connections) reports the gauges down.
+STALLED_REFRESHES = 6
+
+
+def kinds(settings: Settings) -> tuple[str, ...]:
+    """The kinds of process a deployment must keep alive: relays and workers; on the
+    embedded default, the web process's dispatcher thread."""
+    return ("dispatcher",) if settings.embedded else KINDS
+
+
+def beat_alive(
+    beat_at: datetime, state: dict[str, Any] | None, now: datetime, every: float
+) -> bool:
+    """Whether a heartbeat row is recent, by the interval its process beats at (kept in
+    its state), else ``every``: a process configured to beat slower is not silent."""
+    silent_after = SILENT_BEATS * float((state or {}).get("every", every))
+    return (now - beat_at).total_seconds() <= silent_after
 
 
 @dataclass(frozen=True)
@@ -43,9 +64,10 @@ class Backlog:
 
 
 def read_backlog(runtime: Runtime) -> Backlog:
-    """Four small queries on indexed columns, in one reading transaction."""
+    """Three small queries on indexed columns and the heartbeats (a row per process), in
+    one reading transaction."""
     now = runtime.clock()
-    silent_after = now - timedelta(seconds=SILENT_BEATS * runtime.settings.heartbeat_seconds)
+    every = runtime.settings.heartbeat_seconds
     connection = runtime.engine.connect().execution_options(**{READ_ONLY: True})
     with connection, connection.begin():
         waiting, oldest = connection.execute(
@@ -61,19 +83,17 @@ def read_backlog(runtime: Runtime) -> Backlog:
                 .group_by(Event.status)
             ).all()
         )
-        alive = dict(
-            connection.execute(
-                select(Heartbeat.kind, func.count())
-                .where(Heartbeat.beat_at >= silent_after)
-                .group_by(Heartbeat.kind)
-            ).all()
-        )
+        beats = connection.execute(select(Heartbeat.kind, Heartbeat.beat_at, Heartbeat.state)).all()
+    alive = {kind: 0 for kind in kinds(runtime.settings)}
+    for kind, beat_at, state in beats:
+        if kind in alive and beat_alive(beat_at, state, now, every):
+            alive[kind] += 1
     return Backlog(
         outbox_waiting=int(waiting),
         outbox_oldest_seconds=max(0.0, (now - oldest).total_seconds()) if oldest else 0.0,
         events_pending=int(statuses.get(PENDING, 0)),
         events_dead=int(statuses.get(DEAD, 0)),
-        alive={kind: int(alive.get(kind, 0)) for kind in KINDS},
+        alive=alive,
     )
 
 
@@ -97,6 +117,12 @@ class BacklogCollector(Collector):
         self._refresh_if_due()
         with self._lock:
             values, up, read_at = self._values, self._up, self._read_at
+            stalled = (
+                self._refreshing
+                and self._tried_at is not None
+                and (time.monotonic() - self._tried_at > STALLED_REFRESHES * self._interval)
+            )
+        up = up and not stalled
         yield _gauge(
             "hooklatch_backlog_up", "1 if the last read of the database gauges worked.", up
         )
@@ -121,7 +147,7 @@ class BacklogCollector(Collector):
         yield _gauge("hooklatch_events_dead", "Events dead.", values.events_dead)
         alive = GaugeMetricFamily(
             "hooklatch_processes_alive",
-            "Relays and workers whose heartbeat is recent, by kind.",
+            "Relays and workers (embedded: dispatchers) whose heartbeat is recent, by kind.",
             labels=["kind"],
         )
         for kind, count in values.alive.items():

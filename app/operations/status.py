@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from hooklatch.db import READ_ONLY
 from hooklatch.endpoints.models import Refusal
 from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
-from hooklatch.operations.backlog import KINDS, SILENT_BEATS
+from hooklatch.operations.backlog import beat_alive, kinds
 from hooklatch.operations.models import Heartbeat
 from hooklatch.runtime import Runtime
 
@@ -50,14 +50,13 @@ def read_status(runtime: Runtime) -> dict[str, Any]:
         beats = connection.execute(select(Heartbeat).order_by(Heartbeat.kind, Heartbeat.id)).all()
     every = runtime.settings.heartbeat_seconds
     processes = [_process(row, now, every) for row in beats]
-    # The embedded default has neither: each web process beats for its dispatcher thread.
-    kinds = ("dispatcher",) if runtime.settings.embedded else KINDS
     return {
         "at": now.isoformat(),
         "embedded": runtime.settings.embedded,
         "processes": processes,
         "alive": {
-            kind: sum(1 for p in processes if p["kind"] == kind and p["alive"]) for kind in kinds
+            kind: sum(1 for p in processes if p["kind"] == kind and p["alive"])
+            for kind in kinds(runtime.settings)
         },
         "events": {
             "pending": int(pending),
@@ -83,14 +82,13 @@ def read_status(runtime: Runtime) -> dict[str, Any]:
 def _process(row: Any, now: datetime, every: float) -> dict[str, Any]:
     beat = row  # the heartbeats table's columns
     since = (now - beat.beat_at).total_seconds()
-    silent_after = SILENT_BEATS * float((beat.state or {}).get("every", every))
     return {
         "kind": beat.kind,
         "hostname": beat.hostname,
         "pid": beat.pid,
         "started_at": beat.started_at.isoformat(),
         "last_beat_seconds": round(since, 1),
-        "alive": since <= silent_after,
+        "alive": beat_alive(beat.beat_at, beat.state, now, every),
         "state": beat.state or {},
     }
 

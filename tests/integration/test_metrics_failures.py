@@ -1,14 +1,22 @@
-"""Metrics never cost an event: a web process whose metrics directory is gone still
-stores and answers deliveries, and a worker that serves no metrics port still counts
-its work horses into one set of files in a directory it is given."""
+"""Metrics never cost an event and never say more than they know: a web process whose
+metrics directory is gone still stores and answers deliveries; a worker that serves no
+metrics port still counts its work horses into one set of files in a directory it is
+given; the database gauges report down while their read is stuck."""
 
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 import pytest
 import requests
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import text
 
+from hooklatch.metrics import collectors
+from hooklatch.operations.backlog import BacklogCollector
+from hooklatch.runtime import build_runtime
 from tests.support.database import count
 from tests.support.pipeline import make_endpoint, wait_for
 from tests.support.processes import hooklatch_cmd, listening, process_env, start_procfile_web
@@ -69,3 +77,29 @@ def test_work_horses_share_one_set_of_files_when_the_worker_serves_no_port(
     assert worker.log().count("batch done") >= jobs  # one job, one work horse, per event
     files = sorted(path.name for path in directory.iterdir())
     assert len(files) <= 4, files  # the horses' shared set, not one set per job
+
+
+def test_database_gauges_go_down_while_a_read_waits_on_a_database_that_stopped_answering(
+    settings, runtime
+):
+    """A read blocked for good (here: on a lock; in production, a server that stopped
+    answering without refusing connections) must not leave the gauges reporting up."""
+    quick = build_runtime(replace(settings, metrics_cache_seconds=0.1))
+    registry = collectors(BacklogCollector(quick))
+
+    def up() -> float | None:
+        """hooklatch_backlog_up, or None if the scrape left it out."""
+        families = text_string_to_metric_families(generate_latest(registry).decode())
+        found = [s.value for f in families for s in f.samples if s.name == "hooklatch_backlog_up"]
+        return found[0] if found else None
+
+    blocker = runtime.engine.connect()
+    try:
+        wait_for(lambda: up() == 1, timeout=10, message="the gauges read")
+        with blocker.begin():
+            blocker.execute(text("LOCK TABLE heartbeats IN ACCESS EXCLUSIVE MODE"))
+            wait_for(lambda: up() == 0, timeout=10, message="the gauges down while stalled")
+        wait_for(lambda: up() == 1, timeout=10, message="the gauges up again")
+    finally:
+        blocker.close()
+        quick.dispose()

@@ -9,6 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
 
+from hooklatch.operations.backlog import read_backlog
+from hooklatch.operations.models import Heartbeat
+from hooklatch.runtime import build_runtime
 from tests.support.cli import run_cli
 from tests.support.database import count
 from tests.support.pipeline import deliver, drain, make_endpoint, wait_for
@@ -127,3 +130,30 @@ def test_status_says_in_one_line_that_the_database_cannot_be_read(settings):
     assert result.exit_code == 1
     assert result.output.startswith("Error: the database cannot be read: OperationalError")
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_status_and_metrics_agree_on_who_is_alive_by_each_process_own_interval(settings, runtime):
+    """A process counts silent after three of its own beat intervals (kept in its row),
+    in `hooklatch status` and in the hooklatch_processes_alive gauge alike."""
+    now = datetime.now(UTC)
+    with runtime.session_factory.begin() as session:
+        for kind, pid, every in (("relay", 1, 60.0), ("worker", 2, 5.0)):
+            session.add(
+                Heartbeat(
+                    id=f"{kind}/host/{pid}",
+                    kind=kind,
+                    hostname="host",
+                    pid=pid,
+                    started_at=now - timedelta(minutes=5),
+                    beat_at=now - timedelta(seconds=30),
+                    state={"every": every},
+                )
+            )
+    assert status_json(settings)[1]["alive"] == {"relay": 1, "worker": 0}
+    assert read_backlog(runtime).alive == {"relay": 1, "worker": 0}
+    # The embedded default keeps neither alive, only its web processes' dispatchers.
+    embedded = build_runtime(replace(settings, redis_url=None, start_dispatcher=False))
+    try:
+        assert read_backlog(embedded).alive == {"dispatcher": 0}
+    finally:
+        embedded.dispose()
