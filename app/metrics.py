@@ -143,6 +143,13 @@ EVENTS = Counter(
     ["provider", "outcome"],
     registry=REGISTRY,
 )
+REPLAYS = Counter(
+    "hooklatch_replays",
+    "Replays run, by outcome: succeeded, failed. Counted once the outcome is committed; "
+    "a replay's handlers are not in hooklatch_events_handled.",
+    ["outcome"],
+    registry=REGISTRY,
+)
 HANDLER_SECONDS = Histogram(
     "hooklatch_handler_duration_seconds",
     "Time an event's handlers ran, by provider.",

@@ -3,6 +3,7 @@
 from sqlalchemy import select
 
 from hooklatch.events.models import Attempt, Replay
+from hooklatch.metrics import REGISTRY
 from tests.support.database import count, load_event
 from tests.support.effects import effect_rows
 from tests.support.handlers import write_effect
@@ -30,6 +31,7 @@ def test_replay_runs_handlers_again_and_is_recorded(client, runtime, router):
     assert load_event(runtime, event_id).status == "dead"
 
     healthy["value"] = True
+    replays_before = replays_counted("succeeded")
     response = client.post(
         f"/admin/events/{event_id}/replay",
         json={"reason": "bug fixed in #123", "requested_by": "alice"},
@@ -57,6 +59,13 @@ def test_replay_runs_handlers_again_and_is_recorded(client, runtime, router):
     assert response.status_code == 202
     drain(runtime)
     assert len(effect_rows(runtime, "evt_replayed")) == 2
+    assert replays_counted("succeeded") == replays_before + 2
+
+
+def replays_counted(outcome):
+    """hooklatch_replays_total in this process (where drain runs the jobs)."""
+    found = REGISTRY.get_sample_value("hooklatch_replays_total", {"outcome": outcome})
+    return found or 0.0
 
 
 def test_replay_requires_the_admin_token(client, runtime):
