@@ -15,6 +15,7 @@ from tests.support.metrics import TOKEN_HEADER, label_values, sample
 from tests.support.pipeline import deliver, drain, make_endpoint, post_json, wait_for
 from tests.support.processes import with_port
 from tests.support.proxy import TcpProxy
+from tests.support.series import exported
 from tests.support.signing import stripe_event, stripe_headers
 
 OLD, NEW = "whsec_old_secret", "whsec_new_secret"
@@ -58,13 +59,13 @@ def test_deliveries_are_counted_by_provider_endpoint_and_outcome(client, runtime
     text = metrics_text(client)
     deliveries = "hooklatch_deliveries_total"
     for outcome in ("accepted", "duplicate", reason):
-        got = sample(text, deliveries, provider="stripe", endpoint=endpoint, outcome=outcome)
+        got = exported(text, deliveries, provider="stripe", endpoint=endpoint, outcome=outcome)
         assert got == 1, outcome
     # A path nobody registered never becomes a label.
     endpoints = label_values(text, deliveries, "endpoint")
     assert not {e for e in endpoints if e.startswith("ep_no_such")}
-    assert sample(text, deliveries, endpoint="unknown", outcome="unknown_endpoint") >= 2
-    assert sample(text, "hooklatch_ingest_duration_seconds_count", provider="stripe") >= 1
+    assert exported(text, deliveries, endpoint="unknown", outcome="unknown_endpoint") >= 2
+    assert exported(text, "hooklatch_ingest_duration_seconds_count", provider="stripe") >= 1
 
 
 def test_the_fingerprint_of_the_secret_that_verified_is_counted(client, runtime):
@@ -77,8 +78,8 @@ def test_the_fingerprint_of_the_secret_that_verified_is_counted(client, runtime)
     text = metrics_text(client)
     old, new = runtime.box.fingerprint(OLD), runtime.box.fingerprint(NEW)
     verified = "hooklatch_verified_deliveries_total"
-    assert sample(text, verified, endpoint=endpoint, fingerprint=old) == 1
-    assert sample(text, verified, endpoint=endpoint, fingerprint=new) == 2
+    assert exported(text, verified, endpoint=endpoint, fingerprint=old) == 1
+    assert exported(text, verified, endpoint=endpoint, fingerprint=new) == 2
     assert label_values(text, verified, "fingerprint").isdisjoint({OLD, NEW})
 
 
@@ -92,10 +93,6 @@ def test_events_are_counted_by_outcome_once_committed(client, runtime, settings,
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[OLD])
     before = metrics_text(client)
 
-    def counted(text: str, outcome: str) -> float:
-        name = "hooklatch_events_handled_total"
-        return sample(text, name, provider="stripe", outcome=outcome)
-
     deliver(client, endpoint, "evt_ok", "effect.metrics", secret=OLD)
     deliver(client, endpoint, "evt_nobody", "nobody.listens", secret=OLD)
     deliver(client, endpoint, "evt_fails", "fail.metrics", secret=OLD)
@@ -107,16 +104,22 @@ def test_events_are_counted_by_outcome_once_committed(client, runtime, settings,
     )
 
     after = metrics_text(client)
+
+    def added(name: str, **labels: str) -> float:
+        """How much a series grew: it must be exported now. Before, it may be absent (0):
+        no event of this kind counted yet by this process, the point of ``sample``."""
+        return exported(after, name, **labels) - sample(before, name, **labels)
+
     attempts = settings.max_attempts
-    assert counted(after, "processed") - counted(before, "processed") == 1
-    assert counted(after, "ignored") - counted(before, "ignored") == 1
-    assert counted(after, "retried") - counted(before, "retried") == attempts - 1
-    assert counted(after, "dead") - counted(before, "dead") == 1
+    handled = "hooklatch_events_handled_total"
+    assert added(handled, provider="stripe", outcome="processed") == 1
+    assert added(handled, provider="stripe", outcome="ignored") == 1
+    assert added(handled, provider="stripe", outcome="retried") == attempts - 1
+    assert added(handled, provider="stripe", outcome="dead") == 1
     lag = "hooklatch_event_start_lag_seconds_count"
-    first = sample(after, lag, attempt="first") - sample(before, lag, attempt="first")
-    assert first == 3
-    assert sample(after, lag, attempt="retry") >= attempts - 1
-    assert sample(after, "hooklatch_handler_duration_seconds_count", provider="stripe") >= 2
+    assert added(lag, attempt="first") == 3
+    assert exported(after, lag, attempt="retry") >= attempts - 1
+    assert exported(after, "hooklatch_handler_duration_seconds_count", provider="stripe") >= 2
 
 
 def test_database_gauges_are_read_in_the_background_and_kept_through_an_outage(
@@ -140,20 +143,21 @@ def test_database_gauges_are_read_in_the_background_and_kept_through_an_outage(
         def text() -> str:
             return generate_latest(registry).decode()
 
-        wait_for(lambda: sample(text(), "hooklatch_backlog_up") == 1, timeout=10)
+        # hooklatch_backlog_up is exported from the first scrape on, read or not.
+        wait_for(lambda: exported(text(), "hooklatch_backlog_up") == 1, timeout=10)
         read = text()
-        assert sample(read, "hooklatch_outbox_waiting_rows") == 2
-        assert sample(read, "hooklatch_events_pending") == 2
-        assert sample(read, "hooklatch_events_dead") == 0
-        assert sample(read, "hooklatch_outbox_oldest_age_seconds") >= 0
-        assert sample(read, "hooklatch_processes_alive", kind="worker") == 0
+        assert exported(read, "hooklatch_outbox_waiting_rows") == 2
+        assert exported(read, "hooklatch_events_pending") == 2
+        assert exported(read, "hooklatch_events_dead") == 0
+        assert exported(read, "hooklatch_outbox_oldest_age_seconds") >= 0
+        assert exported(read, "hooklatch_processes_alive", kind="worker") == 0
 
         proxy.stop()
         away.engine.dispose()
-        wait_for(lambda: sample(text(), "hooklatch_backlog_up") == 0, timeout=10)
+        wait_for(lambda: exported(text(), "hooklatch_backlog_up") == 0, timeout=10)
         during = text()  # the last values read, with their age
-        assert sample(during, "hooklatch_outbox_waiting_rows") == 2
-        assert sample(during, "hooklatch_backlog_age_seconds") > 0
+        assert exported(during, "hooklatch_outbox_waiting_rows") == 2
+        assert exported(during, "hooklatch_backlog_age_seconds") > 0
     finally:
         if not proxy._stop.is_set():
             proxy.stop()

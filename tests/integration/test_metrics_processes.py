@@ -21,6 +21,7 @@ from tests.support.processes import (
     start_procfile_web,
     wait_http,
 )
+from tests.support.series import exported
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_test_secret"
@@ -74,18 +75,18 @@ def test_gunicorn_workers_counts_add_up_survive_a_recycled_worker_and_pass_promt
     url = base + "/metrics"
     assert requests.get(url, timeout=10).status_code == 401
     wait_for(
-        lambda: sample(scrape(url, TOKEN_HEADER), "hooklatch_backlog_up") == 1,
+        lambda: exported(scrape(url, TOKEN_HEADER), "hooklatch_backlog_up") == 1,
         timeout=20,
         message="the database gauges read",
     )
     text = scrape(url, TOKEN_HEADER)
     deliveries = "hooklatch_deliveries_total"
     # Both workers' counts, the killed one's included.
-    assert sample(text, deliveries, endpoint=endpoint, outcome="accepted") == 10
-    assert sample(text, deliveries, endpoint=endpoint, outcome="duplicate") == 1
-    assert sample(text, deliveries, endpoint=endpoint, outcome="bad_signature") == 1
-    assert sample(text, deliveries, endpoint="unknown", outcome="unknown_endpoint") == 1
-    assert sample(text, "hooklatch_events_pending") == 10
+    assert exported(text, deliveries, endpoint=endpoint, outcome="accepted") == 10
+    assert exported(text, deliveries, endpoint=endpoint, outcome="duplicate") == 1
+    assert exported(text, deliveries, endpoint=endpoint, outcome="bad_signature") == 1
+    assert exported(text, deliveries, endpoint="unknown", outcome="unknown_endpoint") == 1
+    assert exported(text, "hooklatch_events_pending") == 10
 
     checked = run_promtool("check", "metrics", stdin=text)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -123,6 +124,7 @@ def test_work_horses_count_into_a_bounded_set_of_files_served_by_the_worker(
 
     worker_url = f"http://127.0.0.1:{worker_port}/metrics"
     processed = "hooklatch_events_handled_total"
+    # The counter is absent until the worker counts its first event: 0 until then.
     wait_for(
         lambda: (
             sample(scrape(worker_url), processed, provider="stripe", outcome="processed") == jobs
@@ -135,14 +137,14 @@ def test_work_horses_count_into_a_bounded_set_of_files_served_by_the_worker(
     # The worker's own files and its horses' shared ones: not one set per job.
     assert len(files) <= 4, files
     text = scrape(worker_url)
-    assert sample(text, "hooklatch_handler_duration_seconds_count", provider="stripe") == jobs
-    assert sample(text, "hooklatch_event_start_lag_seconds_count", attempt="first") == jobs
+    assert exported(text, "hooklatch_handler_duration_seconds_count", provider="stripe") == jobs
+    assert exported(text, "hooklatch_event_start_lag_seconds_count", attempt="first") == jobs
 
     relay_url = f"http://127.0.0.1:{relay_port}/metrics"
     wait_for(
-        lambda: sample(scrape(relay_url), "hooklatch_backlog_up") == 1,
+        lambda: exported(scrape(relay_url), "hooklatch_backlog_up") == 1,
         timeout=20,
         message="the relay's database gauges read",
     )
-    assert sample(scrape(relay_url), "hooklatch_outbox_waiting_rows") == 0
+    assert exported(scrape(relay_url), "hooklatch_outbox_waiting_rows") == 0
     assert relay.popen.poll() is None
