@@ -254,3 +254,35 @@ def test_ingest_opens_no_connection_to_redis(settings, router):
     finally:
         listener.stop()
         runtime.dispose()
+
+
+@pytest.mark.slow
+def test_a_relay_started_while_redis_is_down_waits_for_it_then_relays(
+    procs, proc_settings, runtime, client, tmp_path
+):
+    port = free_port()
+    settings = replace(proc_settings, redis_url=f"redis://127.0.0.1:{port}/0")
+    env = process_env(settings)
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    body = stripe_event("evt_relay_waited_for_redis", event_type="effect.waited")
+    response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
+    assert response.status_code == 200
+    relay = procs("relay", hooklatch_cmd("relay"), env)
+    wait_for(
+        lambda: relay.log().count("relay pass failed") >= 2,
+        timeout=30,
+        message="the relay saying twice that it cannot push to Redis",
+    )
+    log = relay.log()
+    assert relay.popen.poll() is None, log
+    assert "Traceback" not in log
+    assert count(runtime, "SELECT count(*) FROM outbox WHERE job_id IS NULL") == 1
+
+    start_redis(procs, port, tmp_path)
+    procs("worker", hooklatch_cmd("worker"), env)
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM test_effects") == 1,
+        timeout=30,
+        message=f"the event processed once Redis answered\n{relay.log()}",
+    )
+    relay.stop()
