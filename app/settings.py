@@ -96,6 +96,10 @@ class Settings:
     retry_max_seconds: float = 6 * 3600.0
     job_size: int = 1000
     relay_batch_size: int = 1000
+    # The relay hands out new work only while fewer jobs than this wait in the queue:
+    # meanwhile events wait in the outbox, and go out together in the next job. Jobs
+    # then grow with the workers' lag instead of following the relay's polls.
+    queued_jobs: int = 1
     # How often the relay looks for new outbox rows: adds up to this much to the time
     # from commit to handler start. An empty poll is one index scan.
     relay_poll_seconds: float = 0.05
@@ -171,6 +175,7 @@ class Settings:
             retry_base_seconds=_float(env, "HOOKLATCH_RETRY_BASE_SECONDS", cls.retry_base_seconds),
             retry_max_seconds=_float(env, "HOOKLATCH_RETRY_MAX_SECONDS", cls.retry_max_seconds),
             job_size=_int(env, "HOOKLATCH_JOB_SIZE", cls.job_size, minimum=1),
+            queued_jobs=_int(env, "HOOKLATCH_QUEUED_JOBS", cls.queued_jobs, minimum=1),
             max_lost_dispatches=_int(env, "HOOKLATCH_MAX_LOST_DISPATCHES", 3, minimum=1),
             dispatch_grace_seconds=_float(
                 env, "HOOKLATCH_DISPATCH_GRACE_SECONDS", cls.dispatch_grace_seconds

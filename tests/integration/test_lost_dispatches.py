@@ -166,8 +166,11 @@ def test_a_worker_killed_between_dequeue_and_lease_strands_nothing(
         {**env, "HOOKLATCH_TEST_DIE_AT": point},
     )
     wait_for(lambda: listening(dying), timeout=30, message="dying worker listening")
-    procs("relay", hooklatch_cmd("relay"), env)
+    # Stored before the relay starts: one job takes them all, and the worker dies with it
+    # at once (delivered while the relay runs, the sweep could hand the first job's rows
+    # out again before the checks below, if delivering the rest took long enough).
     names = deliver_all(client, runtime, point)
+    procs("relay", hooklatch_cmd("relay"), env)
 
     assert dying.popen.wait(timeout=30) == -signal.SIGKILL, dying.log()
     faulted = time.monotonic()

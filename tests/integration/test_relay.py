@@ -23,6 +23,26 @@ def test_events_share_jobs_in_batches(client, runtime):
     assert len(jobs_of(runtime)) == 3
 
 
+def test_work_arriving_while_a_job_waits_stays_in_the_outbox_and_goes_out_in_one_job(
+    client, runtime
+):
+    """A job cut at every poll carries what arrived in 50 ms; held back while a job waits
+    for a worker, the outbox fills and the next job carries all of it."""
+    relay, queue = relay_for(runtime)
+    ingest(client, runtime, 3)
+    assert relay.relay_once() == 3
+    assert queue.count == 1
+    for _ in range(5):  # more events arrive; five polls while the job waits
+        ingest(client, runtime, 2)
+        assert relay.relay_once() == 0
+    assert count(runtime, WAITING) == 10
+    queue.pop_job_id()  # a worker takes the job
+    assert relay.relay_once() == 10
+    assert queue.count == 1  # one job of the ten
+    assert count(runtime, WAITING) == 0
+    assert len(jobs_of(runtime)) == 2
+
+
 def test_sweep_leaves_a_healthy_queued_backlog_alone(client, runtime):
     ingest(client, runtime, 10)
     relay, queue = relay_for(runtime)
@@ -66,7 +86,8 @@ def test_a_started_job_is_alive_while_its_lease_is_held_and_lost_when_it_is_not(
 def test_two_relays_at_once_move_each_outbox_row_exactly_once(client, runtime):
     from dataclasses import replace
 
-    runtime.settings = replace(runtime.settings, relay_batch_size=7, job_size=1)
+    # Every pass hands out work, however many jobs wait: the relays race on each row.
+    runtime.settings = replace(runtime.settings, relay_batch_size=7, job_size=1, queued_jobs=100)
     ingest(client, runtime, 60)
     relays = [relay_for(runtime)[0] for _ in range(2)]
     moved = [0, 0]

@@ -44,7 +44,16 @@ class Relay:
         The rows are marked with their job id only after the push succeeded, in the same
         transaction: if the relay dies in between, they are still waiting and are pushed
         again, and the duplicate job finds the events processed.
+
+        Nothing is handed out while ``queued_jobs`` jobs wait for a worker: the rows
+        stay in the outbox and go out together once one is taken. A job costs a worker
+        a fork and a few round trips whatever its size, so jobs cut at each poll (a few
+        events each under a steady trickle, hundreds of them after an outage) held the
+        workers to a few hundred events a second; held back, a job carries what arrived
+        while the workers were busy, up to ``job_size``.
         """
+        if self.sink.waiting() >= self.settings.queued_jobs:
+            return 0
         with self.runtime.session_factory.begin() as session:
             rows = session.execute(
                 select(

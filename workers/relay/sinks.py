@@ -49,6 +49,9 @@ class Sink(Protocol):
 
     def check(self, job_ids: list[str]) -> Verdicts: ...
 
+    def waiting(self) -> int:
+        """Jobs handed over and not yet taken by a worker."""
+
 
 JOB_FUNCTION = "hooklatch.workers.worker.jobs.process_batch"
 # A job's arguments are lists of ids: JSON carries them, so no worker ever unpickles what
@@ -87,6 +90,9 @@ class RQSink:
 
     def after_commit(self, batches: list[Batch]) -> None:
         pass
+
+    def waiting(self) -> int:
+        return self.queue.count  # LLEN: a worker takes a job off this list
 
     def check(self, job_ids: list[str]) -> Verdicts:
         """Which of these jobs are still queued or running, and which may be.
@@ -197,6 +203,9 @@ class InlineSink:
         # Work runs synchronously between passes: a row still handed out afterwards was
         # left by a pass that failed, and goes out again.
         return Verdicts()
+
+    def waiting(self) -> int:
+        return 0  # each pass's work has run before the next pass
 
 
 def make_sink(runtime: Runtime) -> RQSink | InlineSink:
