@@ -4,12 +4,13 @@
 # make bench: the benchmarks (also needs wrk and pgbench); make bench-smoke: a quick check.
 # make bench-hostile: slow clients and a flood of bad signatures (bench/hostile.py).
 # make bench-retention: cleanup's rate against ingest's, and a soak (bench/retention.py).
+# make bench-arrivals: events arriving over HTTP while (or before) workers run (bench/arrivals.py).
 # make chaos: processes killed at random under load, five runs (see bench/chaos.py).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run install install-dev install-bench lock lint fmt test bench bench-smoke bench-hostile bench-retention chaos
+.PHONY: run install install-dev install-bench lock lint fmt test bench bench-smoke bench-hostile bench-retention bench-arrivals chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -83,6 +84,7 @@ bench-smoke: install-bench
 	$(BIN)/python -m bench --smoke
 	$(BIN)/python -m bench.hostile --smoke
 	$(BIN)/python -m bench.retention --smoke
+	$(BIN)/python -m bench.arrivals --smoke
 
 # Slow clients and a flood of bad signatures, in one run (docs/benchmarks.md).
 bench-hostile: install-bench
@@ -91,6 +93,11 @@ bench-hostile: install-bench
 # Cleanup against ingest, and a soak whose tables must level off (docs/benchmarks.md).
 bench-retention: install-bench
 	$(BIN)/python -m bench.retention
+
+# Load built as production builds it: a burst through gunicorn with workers running, and
+# a backlog after an outage; hooklatch against the naive receiver (bench/arrivals.py).
+bench-arrivals: install-bench
+	$(BIN)/python -m bench.arrivals
 
 chaos: install-bench
 	$(BIN)/python -m bench.chaos $(CHAOS_ARGS)
