@@ -20,6 +20,8 @@ one run, so that their ratios compare like with like:
 4. **outage, naive**: the same with the naive receiver, then two `rq worker` processes,
    once with `SimpleWorker` and once with the default forking `Worker` (two bursts),
    each drain capped in time.
+5. **long run**: the same two hooklatch workers through bursts until 100,000 events;
+   their peak RSS in each burst, which must not grow with what they have processed.
 
 `python -m bench.arrivals [--smoke]` prints the figures (and, in full mode, writes them
 to bench/results/<date>-arrivals.json). Smoke runs fail only on an event lost or doubled
@@ -62,6 +64,8 @@ class ArrivalsPlan:
     naive_clear_cap_seconds: float = 120
     naive_drain_cap_seconds: float = 60
     settle_seconds: float = 2
+    # The long run: bursts with the same two workers running until this many events.
+    long_run_events: int = 100_000
 
     @classmethod
     def quick(cls) -> ArrivalsPlan:
@@ -72,6 +76,7 @@ class ArrivalsPlan:
             naive_clear_cap_seconds=5,
             naive_drain_cap_seconds=4,
             settle_seconds=1,
+            long_run_events=1000,
         )
 
 
@@ -399,6 +404,50 @@ def outage(bench: Bench, plan: ArrivalsPlan) -> dict[str, Any]:
     return result
 
 
+def long_run(bench: Bench, plan: ArrivalsPlan) -> dict[str, Any]:
+    """The same two workers through bursts until ``long_run_events`` events: their memory
+    after each burst must not grow with what they have processed."""
+    bench.reset()
+    rounds: list[dict[str, Any]] = []
+    with bench.hooklatch(workers=plan.workers, handlers=HANDLERS) as (procs, base_url):
+        workers = [proc for proc in procs.running if proc.name.startswith("worker")]
+        time.sleep(plan.settle_seconds)
+        processed = 0
+        while processed < plan.long_run_events:
+            sampler = MemorySampler()
+            for proc in workers:
+                sampler.watch(proc.name, proc.pid)
+            sampler.start()
+            burst(bench, plan, f"long-{len(rounds)}", base_url)
+            cleared = wait_for(
+                procs,
+                lambda: pending(bench) == 0,
+                timeout=plan.clear_timeout_seconds,
+                what="the long run's backlog",
+            )
+            if cleared is None:
+                raise BenchError(
+                    f"long run: backlog not processed in {plan.clear_timeout_seconds} s"
+                )
+            processed = int(scalar(bench.database_url, "SELECT count(*) FROM events"))
+            rounds.append({"events_so_far": processed, **peaks(sampler.stop())})
+    check_once(bench, "long run")
+    first, last = rounds[0], rounds[-1]
+    result = {
+        "events": processed,
+        "rounds": rounds,
+        "worker_peak_rss_mb": max(r["worker_peak_rss_mb"] for r in rounds),
+        "work_horse_peak_rss_mb": max(r["work_horse_peak_rss_mb"] for r in rounds),
+        "worker_rss_growth_mb": round(last["worker_peak_rss_mb"] - first["worker_peak_rss_mb"], 1),
+    }
+    bench.log(
+        f"  long run: {processed:,} events in {len(rounds)} bursts; worker peak RSS "
+        f"{first['worker_peak_rss_mb']} MB in the first, {last['worker_peak_rss_mb']} MB in "
+        f"the last; work horse at most {result['work_horse_peak_rss_mb']} MB"
+    )
+    return result
+
+
 def outage_naive(bench: Bench, plan: ArrivalsPlan, worker_class: str) -> dict[str, Any]:
     bench.reset()
     short = worker_class.rsplit(".", 1)[-1]
@@ -507,6 +556,9 @@ def summary(results: dict[str, Any]) -> list[str]:
         f"outage naive: SimpleWorker {simple['drain_events_per_second']:,}/s, forking Worker "
         f"{forking['drain_events_per_second']:,}/s; hooklatch ÷ SimpleWorker "
         f"{r['outage_drain_over_naive_simple_worker_drain']}",
+        f"long run: {s['long_run']['events']:,} events, worker peak RSS "
+        f"{s['long_run']['rounds'][0]['worker_peak_rss_mb']} MB in the first burst, "
+        f"{s['long_run']['rounds'][-1]['worker_peak_rss_mb']} MB in the last",
         f"peak RSS: hooklatch worker {results['worker_peak_rss_mb']['hooklatch_worker']} MB, "
         f"work horse {results['worker_peak_rss_mb']['hooklatch_work_horse']} MB; "
         f"rq worker {results['worker_peak_rss_mb']['naive_worker']} MB",
@@ -529,8 +581,10 @@ def main(smoke: bool) -> None:
         bench.log("arrivals: backlog after an outage (naive)")
         s["outage_naive_simple_worker"] = outage_naive(bench, plan, SIMPLE)
         s["outage_naive_worker"] = outage_naive(bench, plan, FORKING)
+        bench.log("arrivals: long run (memory)")
+        s["long_run"] = long_run(bench, plan)
         web_workers = bench.web_workers
-    hooklatch_runs = (s["sustained"], s["outage"])
+    hooklatch_runs = (s["sustained"], s["outage"], s["long_run"])
     naive_runs = (s["sustained_naive"], s["outage_naive_simple_worker"], s["outage_naive_worker"])
     results: dict[str, Any] = {
         "date": dt.date.today().isoformat(),
