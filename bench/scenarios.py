@@ -539,7 +539,9 @@ class Bench:
         """What one pass of the relay's lost-job sweep costs with many jobs waiting.
 
         Events arrive through gunicorn while no worker runs, and the relay (one event per
-        job here) queues a job for each. Then the relay's own sweep runs in this process,
+        job here, and no limit on the jobs waiting: by default it would hold them back in
+        the outbox) queues a job for each: a queue as deep as many relays, or a limit
+        raised, can make it. Then the relay's own sweep runs in this process,
         with the dispatch grace at 0 so that every job is a candidate. It must leave the
         healthy backlog alone. The worst case follows: the oldest jobs taken off the queue
         as workers that died would leave them, so that every check scans the whole list.
@@ -558,7 +560,9 @@ class Bench:
         runtime = build_runtime(Settings.from_env(self.env(HOOKLATCH_DISPATCH_GRACE_SECONDS="0")))
         relay = Relay(runtime, RQSink(runtime, redis))
         empty = [_timed(relay.sweep_once)[1] for _ in range(5)]
-        with self.hooklatch(workers=0, HOOKLATCH_JOB_SIZE="1") as (procs, base_url):
+        with self.hooklatch(
+            workers=0, HOOKLATCH_JOB_SIZE="1", HOOKLATCH_QUEUED_JOBS=str(n + 1)
+        ) as (procs, base_url):
             items = load.signed_batch("sweep", n)
             sent = load.open_loop(base_url + self.hook_path, items, rate=plan.sweep_rate)
             if sent.failures:
