@@ -4,8 +4,10 @@ secret verified, and the database gauges, which a scrape never waits for."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 from prometheus_client import generate_latest
+from sqlalchemy import text as sql
 
 from hooklatch.metrics import collectors
 from hooklatch.operations.backlog import BacklogCollector
@@ -128,6 +130,10 @@ def test_database_gauges_are_read_in_the_background_and_kept_through_an_outage(
     endpoint, _ = make_endpoint(runtime, secrets=[OLD])
     deliver(client, endpoint, "evt_waiting_1", secret=OLD)
     deliver(client, endpoint, "evt_waiting_2", secret=OLD)
+    dead = deliver(client, endpoint, "evt_dead", secret=OLD)
+    with runtime.engine.begin() as connection:  # as a last failed attempt leaves it
+        connection.execute(sql("UPDATE events SET status = 'dead' WHERE id = :i"), {"i": dead})
+        connection.execute(sql("DELETE FROM outbox WHERE event_id = :i"), {"i": dead})
     host, port = "127.0.0.1", int(settings.database_url.rsplit(":", 1)[1].split("/")[0])
     proxy = TcpProxy((host, port))
     away = build_runtime(
@@ -137,6 +143,8 @@ def test_database_gauges_are_read_in_the_background_and_kept_through_an_outage(
             metrics_cache_seconds=0.1,
         )
     )
+    later = runtime.clock() + timedelta(seconds=90)  # the rows were stored 90 s ago
+    away.clock = lambda: later
     try:
         registry = collectors(BacklogCollector(away))
 
@@ -148,8 +156,8 @@ def test_database_gauges_are_read_in_the_background_and_kept_through_an_outage(
         read = text()
         assert exported(read, "hooklatch_outbox_waiting_rows") == 2
         assert exported(read, "hooklatch_events_pending") == 2
-        assert exported(read, "hooklatch_events_dead") == 0
-        assert exported(read, "hooklatch_outbox_oldest_age_seconds") >= 0
+        assert exported(read, "hooklatch_events_dead") == 1
+        assert 90 <= exported(read, "hooklatch_outbox_oldest_age_seconds") < 150
         assert exported(read, "hooklatch_processes_alive", kind="worker") == 0
 
         proxy.stop()

@@ -82,6 +82,10 @@ def test_payloads_of_finished_events_are_pruned_and_a_late_retry_is_still_a_dupl
     assert again.json["events"][0]["id"] == processed
     assert count(runtime, "SELECT count(*) FROM events") == 3
 
+    # Past the dedupe clock every one of them goes, the dead one with its payload.
+    assert cleanup_at(runtime, DEDUPE_EXPIRED).once().deleted == 3
+    assert count(runtime, "SELECT count(*) FROM events") == 0
+
 
 def test_an_event_past_the_dedupe_clock_goes_with_its_history_and_is_new_again(
     runtime, client_at, client
@@ -127,6 +131,22 @@ def test_work_in_hand_is_never_cleaned(runtime, client_at):
     for event_id in (with_replay, waiting):
         assert load_event(runtime, event_id).body is not None
     assert count(runtime, "SELECT count(*) FROM outbox") == 2
+
+
+def test_a_pass_cut_short_reports_how_far_past_its_clock_the_oldest_row_left_is(runtime, client_at):
+    """The figure that says cleanup falls behind ingest: rows it has not reached yet, by
+    how long they have been past their clock."""
+    endpoint, _ = make_endpoint(runtime)
+    received(client_at, runtime, endpoint, "evt_a", "evt_b", "evt_c")
+    late = PAYLOAD_EXPIRED + timedelta(days=1)
+    past_clock = (late - timedelta(days=7) - FIRST_SEEN).total_seconds()
+
+    cut_short = cleanup_at(runtime, late, cleanup_batch_size=1).once(stop=lambda: True)
+
+    assert cut_short.pruned == 1
+    assert cut_short.oldest_expired_seconds == pytest.approx(past_clock, abs=5)
+    assert cleanup_at(runtime, late, cleanup_batch_size=1).once().pruned == 2
+    assert cleanup_at(runtime, late).once().oldest_expired_seconds == 0
 
 
 def test_a_retry_waiting_for_its_time_is_work_in_hand_without_an_outbox_row(
@@ -177,6 +197,7 @@ def test_a_pruned_event_cannot_be_replayed_and_says_why(runtime, client_at, clie
     )
     assert shown.json["payload_pruned"] is True
     assert "deleted by retention" in answer.json["message"]
+    assert '"payload_pruned": true' in run_cli(settings, "events", "show", str(event_id)).output
     result = run_cli(settings, "events", "replay", str(event_id), "--reason", "again", ok=False)
     assert result.exit_code == 1
     assert "deleted by retention" in result.output
