@@ -148,3 +148,6 @@ def test_work_horses_count_into_a_bounded_set_of_files_served_by_the_worker(
     )
     assert exported(scrape(relay_url), "hooklatch_outbox_waiting_rows") == 0
     assert relay.popen.poll() is None
+    for output in (text, scrape(relay_url)):
+        checked = run_promtool("check", "metrics", stdin=output)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
