@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import socket
@@ -225,3 +226,18 @@ CHATTER = (
 def chatter(text: str) -> list[str]:
     """The lines of a log that a library printed at its INFO level."""
     return [line for line in text.splitlines() if any(c in line for c in CHATTER)]
+
+
+def retry_waits(log: str, says: str, times: int) -> list[float]:
+    """The waits a process announced in its lines saying ``says``, checked to be what an
+    operator should see while a service is away: at least ``times`` such lines, every line
+    of the log a record of its own (no traceback, no continuation lines), and waits that
+    grow."""
+    assert "Traceback" not in log, log
+    assert all(re.match(r"\d{4}-\d\d-\d\d ", line) for line in log.splitlines()), log
+    lines = [line for line in log.splitlines() if says in line]
+    assert len(lines) >= times, log
+    waits = [float(found[-1]) for line in lines if (found := re.findall(r" in ([\d.]+) s", line))]
+    assert len(waits) == len(lines), log
+    assert waits == sorted(waits) and waits[-1] > waits[0], waits
+    return waits
