@@ -116,6 +116,56 @@ def test_relay_stopped_after_pushing_to_redis_before_commit_commits_then_exits(
 
 
 @pytest.mark.slow
+def test_hooklatch_relay_given_sigterm_between_push_and_commit_commits_then_exits(
+    client, runtime, proc_settings, procs
+):
+    """The same moment in the real `hooklatch relay`: a table lock that lets the relay
+    claim the row and push its job but holds the statement that marks the row, so the
+    SIGTERM lands while the pass's transaction is open, its job already in Redis."""
+    env = process_env(proc_settings)
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    event_id = deliver(client, endpoint, "evt_relay_term_real", "effect.relay")
+    queue = Queue(
+        proc_settings.queue_name,
+        connection=Redis.from_url(proc_settings.redis_url),
+        serializer=SERIALIZER,
+    )
+
+    with runtime.engine.connect() as holder:
+        # SHARE admits the relay's SELECT ... FOR UPDATE, not its UPDATE of the row.
+        holder.exec_driver_sql("LOCK TABLE outbox IN SHARE MODE")
+        relay = procs("relay", hooklatch_cmd("relay"), env)
+        wait_for(lambda: queue.count == 1, timeout=30, message="the relay's job pushed")
+        wait_for(
+            lambda: (
+                count(
+                    runtime,
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND query LIKE 'UPDATE outbox%'",
+                )
+                == 1
+            ),
+            timeout=10,
+            message="the relay waiting to mark the row",
+        )
+        relay.popen.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert relay.popen.poll() is None, "the relay left its pass before it committed"
+        holder.rollback()
+    assert relay.popen.wait(timeout=30) == 0, relay.log()
+    with runtime.engine.connect() as connection:
+        job_ids = connection.exec_driver_sql("SELECT job_id FROM outbox").scalars().all()
+    assert job_ids == [queue.job_ids[0]]  # the pass committed: the row names the job pushed
+
+    procs("worker", hooklatch_cmd("worker"), env)
+    wait_for(
+        lambda: load_event(runtime, event_id).status == "processed", timeout=30, message="processed"
+    )
+    assert count(runtime, "SELECT count(*) FROM outbox") == 0
+    assert len(effect_rows(runtime, "evt_relay_term_real")) == 1
+
+
+@pytest.mark.slow
 def test_a_handler_that_kills_its_process_ends_dead_and_its_batch_mates_run_once(
     client, runtime, proc_settings, procs
 ):
