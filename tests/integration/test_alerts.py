@@ -3,8 +3,13 @@ series (tests/fixtures/alerts_test.yml) and stays quiet before."""
 
 from __future__ import annotations
 
+import re
+
+from prometheus_client.parser import text_string_to_metric_families
+
 from tests.support.install import ROOT
-from tests.support.metrics import run_promtool
+from tests.support.metrics import TOKEN_HEADER, run_promtool
+from tests.support.pipeline import deliver, make_endpoint, wait_for
 
 RULES = ROOT / "docs" / "alerts.yml"
 FIXTURE = ROOT / "tests" / "fixtures" / "alerts_test.yml"
@@ -26,3 +31,34 @@ def test_every_alert_fires_on_its_fixture_series():
     }
     fixture = FIXTURE.read_text()
     assert all(f"alertname: {name}" in fixture for name in names), names
+
+
+def test_the_rules_name_only_series_and_outcomes_that_hooklatch_exports(client, runtime):
+    """A metric or a refusal reason renamed in the code would leave a rule silent for ever:
+    every hooklatch_ series the rules read is in a real scrape, and every outcome they
+    match is a reason the code gives."""
+    endpoint, _ = make_endpoint(runtime)
+    deliver(client, endpoint, "evt_alerts")
+    wait_for(
+        lambda: "hooklatch_events_dead" in client.get("/metrics", headers=TOKEN_HEADER).text,
+        timeout=10,
+        message="the database gauges read",
+    )
+    scraped = {
+        family.name
+        for family in text_string_to_metric_families(
+            client.get("/metrics", headers=TOKEN_HEADER).text
+        )
+    }
+    rules = RULES.read_text()
+    series = set(re.findall(r"\b(hooklatch_[a-z_]+?)(?:_total)?\b", rules))
+    assert series and series <= scraped, series - scraped
+
+    source = "\n".join(path.read_text() for path in (ROOT / "app").rglob("*.py"))
+    outcomes = {
+        value
+        for match in re.findall(r'outcome=~?"([^"]+)"', rules)
+        for value in match.split("|")
+    }
+    assert {"bad_signature", "store_unavailable"} <= outcomes
+    assert all(f'"{value}"' in source for value in outcomes), outcomes
