@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from hooklatch.metrics import serve as serve_metrics
 from hooklatch.operations.backlog import BacklogCollector
@@ -15,6 +16,9 @@ from hooklatch.workers.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
+# How long a stopping relay waits for its cleanup and heartbeat threads, in all.
+STOP_SECONDS = 10.0
+
 
 def run_relay(runtime: Runtime) -> None:
     stop = stop_on_signals("relay")
@@ -24,6 +28,9 @@ def run_relay(runtime: Runtime) -> None:
     beating = start_heartbeat(runtime, "relay", stop, cleanup.state)
     log.info("relay started")
     Relay(runtime, make_sink(runtime)).run(stop)
-    # Between two batches: a batch is one short transaction.
-    cleaning.join(timeout=30)
-    beating.join(timeout=10)
+    # Cleanup stops between two batches (each one short transaction) and the heartbeat
+    # deletes its row. Both within one bound, well inside an orchestrator's grace: a
+    # batch still running past it rolls back with the process, and its rows wait.
+    deadline = time.monotonic() + STOP_SECONDS
+    for thread in (cleaning, beating):
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
