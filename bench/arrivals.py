@@ -22,6 +22,11 @@ one run, so that their ratios compare like with like:
    each drain capped in time.
 5. **long run**: the same two hooklatch workers through bursts until 100,000 events;
    their peak RSS in each burst, which must not grow with what they have processed.
+6. **end to end at a steady rate** (`python -m bench`'s scenario 4, in this run): 200
+   events a second, open loop, through the same processes; commit → handler start.
+7. **unique ingest** (`python -m bench`'s scenario 1, in this run): hooklatch with its
+   relay running against the naive receiver *without* its enqueue, the cost of a
+   receiver that queues nothing.
 
 `python -m bench.arrivals [--smoke]` prints the figures (and, in full mode, writes them
 to bench/results/<date>-arrivals.json). Smoke runs fail only on an event lost or doubled
@@ -518,6 +523,10 @@ def ratios(s: dict[str, Any]) -> dict[str, float | None]:
             s["outage"]["drain_events_per_second"],
             s["outage_naive_worker"]["drain_events_per_second"],
         ),
+        "ingest_hooklatch_over_naive_no_enqueue": over(
+            s["ingest"]["hooklatch"]["unique"]["rps"],
+            s["ingest"]["naive_no_enqueue"]["unique"]["rps"],
+        ),
         # The backlog left when the burst ends, in seconds of that burst's arrivals.
         "backlog_seconds_of_ingest": over(hook["backlog_at_burst_end"], hook["ingest"]["rps"]),
         "naive_backlog_seconds_of_ingest": over(
@@ -556,6 +565,12 @@ def summary(results: dict[str, Any]) -> list[str]:
         f"outage naive: SimpleWorker {simple['drain_events_per_second']:,}/s, forking Worker "
         f"{forking['drain_events_per_second']:,}/s; hooklatch ÷ SimpleWorker "
         f"{r['outage_drain_over_naive_simple_worker_drain']}",
+        f"end to end at {s['end_to_end']['rate_per_second']:.0f}/s: commit → handler start "
+        f"p50 {s['end_to_end']['commit_to_handler_p50_ms']} ms, "
+        f"p99 {s['end_to_end']['commit_to_handler_p99_ms']} ms",
+        f"unique ingest: hooklatch {s['ingest']['hooklatch']['unique']['rps']:,.0f}/s, naive "
+        f"without enqueue {s['ingest']['naive_no_enqueue']['unique']['rps']:,.0f}/s "
+        f"({r['ingest_hooklatch_over_naive_no_enqueue']} ×)",
         f"long run: {s['long_run']['events']:,} events, worker peak RSS "
         f"{s['long_run']['rounds'][0]['worker_peak_rss_mb']} MB in the first burst, "
         f"{s['long_run']['rounds'][-1]['worker_peak_rss_mb']} MB in the last",
@@ -581,6 +596,15 @@ def main(smoke: bool) -> None:
         bench.log("arrivals: backlog after an outage (naive)")
         s["outage_naive_simple_worker"] = outage_naive(bench, plan, SIMPLE)
         s["outage_naive_worker"] = outage_naive(bench, plan, FORKING)
+        bench.log("arrivals: end to end at a steady rate")
+        s["end_to_end"] = bench.end_to_end()
+        bench.log("arrivals: unique ingest, hooklatch against the naive receiver without enqueue")
+        s["ingest"] = {
+            "hooklatch": bench.ingest("hooklatch", bench.hooklatch(), bench.stored_hooklatch),
+            "naive_no_enqueue": bench.ingest(
+                "naive-no-enqueue", bench.naive(enqueue=False), bench.stored_naive
+            ),
+        }
         bench.log("arrivals: long run (memory)")
         s["long_run"] = long_run(bench, plan)
         web_workers = bench.web_workers

@@ -48,7 +48,7 @@ PASS_LINE = re.compile(
 class RetentionPlan:
     backlog_seconds: float = 20
     # Deliveries a second while a pass runs: enough for a p99 of a few hundred samples.
-    beside_rate: float = 300
+    beside_rate: float = 200
     beside_seconds: float = 15
     soak_seconds: float = 180
     soak_rate: float = 100
