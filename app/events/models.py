@@ -144,6 +144,16 @@ class Attempt(Base):
     """One run of an event's handlers: a delivery attempt or a replay."""
 
     __tablename__ = "attempts"
+    __table_args__ = (
+        # Deleting a replay (with its event, by retention) sets its attempts' replay_id to
+        # NULL: without this index, PostgreSQL scans every attempt for each replay deleted.
+        Index(
+            "ix_attempts_replay_id",
+            "replay_id",
+            postgresql_where=text("replay_id IS NOT NULL"),
+            sqlite_where=text("replay_id IS NOT NULL"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"), index=True)
