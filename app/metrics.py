@@ -19,7 +19,8 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -85,8 +86,24 @@ _choice_lock = threading.RLock()
 _chosen: Any = None
 # Set in a worker that forks a work horse per job (serve_worker): see _identity.
 _horse_parent: int | None = None
-# Set once a delivery could not be counted (DeliveryTally.count): logged once.
+# Set once something could not be counted (best_effort): logged once per process.
 _counting_failed = False
+
+
+@contextmanager
+def best_effort() -> Iterator[None]:
+    """Counting what has already happened (a delivery answered, a chunk committed, a
+    cleanup pass done): a failure to count (the multiprocess directory removed, its disk
+    full) is logged once per process and never undoes or fails the work counted."""
+    global _counting_failed
+    try:
+        yield
+    except Exception as exc:
+        if not _counting_failed:
+            _counting_failed = True
+            log.error(
+                "metrics: counting failed (%s); the work counted is unaffected", one_line(exc)
+            )
 
 
 def _identity() -> int | str:
@@ -206,16 +223,10 @@ class DeliveryTally:
         self.outcome = "internal_error"
 
     def count(self, endpoint_id: str, seconds: float) -> None:
-        """Count the delivery. Best effort: it is counted after its answer is settled (a
-        stored event already committed), so a failure here (the multiprocess directory
-        removed, its disk full) is logged once per process and never changes the answer."""
-        global _counting_failed
-        try:
+        """Count the delivery, once its answer is settled (a stored event committed): a
+        failure to count never changes the answer."""
+        with best_effort():
             self._count(endpoint_id, seconds)
-        except Exception as exc:
-            if not _counting_failed:
-                _counting_failed = True
-                log.error("metrics: counting failed (%s); answers are unaffected", one_line(exc))
 
     def _count(self, endpoint_id: str, seconds: float) -> None:
         provider = self.provider or UNKNOWN
@@ -251,11 +262,13 @@ class EventTally:
         )
 
     def record(self) -> None:
-        for provider, outcome, seconds, attempt, lag in self._seen:
-            EVENTS.labels(provider, outcome).inc()
-            if seconds is not None:
-                HANDLER_SECONDS.labels(provider).observe(seconds)
-            START_LAG.labels(attempt).observe(lag)
+        """Count them, once committed: a failure to count never fails the chunk."""
+        with best_effort():
+            for provider, outcome, seconds, attempt, lag in self._seen:
+                EVENTS.labels(provider, outcome).inc()
+                if seconds is not None:
+                    HANDLER_SECONDS.labels(provider).observe(seconds)
+                START_LAG.labels(attempt).observe(lag)
         self._seen.clear()
 
 

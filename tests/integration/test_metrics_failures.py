@@ -103,3 +103,74 @@ def test_database_gauges_go_down_while_a_read_waits_on_a_database_that_stopped_a
     finally:
         blocker.close()
         quick.dispose()
+
+
+@pytest.mark.slow
+def test_a_worker_whose_metrics_cannot_be_written_commits_each_chunk_once(
+    procs, proc_settings, runtime, client, tmp_path
+):
+    """Counted after the commit: a failure to count did make a committed chunk look
+    failed, run again one event per transaction, and fail a job of one event."""
+    directory = tmp_path / "metrics"
+    directory.mkdir()
+    env = process_env(proc_settings)
+    worker = procs(
+        "worker", hooklatch_cmd("worker"), {**env, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
+    )
+    wait_for(lambda: listening(worker), timeout=30, message="worker listening")
+    shutil.rmtree(directory)  # a new series now has no file to go to
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    for n in range(3):
+        body = stripe_event(f"evt_chunk_{n}", event_type="effect.metrics")
+        assert (
+            client.post(
+                f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
+            ).status_code
+            == 200
+        )
+    procs("relay", hooklatch_cmd("relay"), env)  # after the three: one job, one chunk
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM test_effects") == 3,
+        timeout=60,
+        message="3 events processed",
+    )
+    wait_for(lambda: "batch done" in worker.log(), timeout=10, message="the job done")
+    log = worker.log()
+    assert "one at a time" not in log, log
+    assert "metrics: counting failed" in log, log
+    assert count(runtime, "SELECT count(*) FROM attempts") == 3
+
+
+@pytest.mark.slow
+def test_a_relay_whose_metrics_cannot_be_written_keeps_cleaning_up(
+    procs, proc_settings, runtime, client, tmp_path
+):
+    directory = tmp_path / "metrics"
+    directory.mkdir()
+    env = process_env(
+        proc_settings,
+        HOOKLATCH_DEDUPE_RETENTION_DAYS=str(1 / 86400),
+        HOOKLATCH_UNSAFE_SHORT_RETENTION="true",
+        HOOKLATCH_CLEANUP_INTERVAL_SECONDS="0.2",
+    )
+    relay = procs(
+        "relay", hooklatch_cmd("relay"), {**env, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
+    )
+    procs("worker", [*hooklatch_cmd("worker"), "--simple"], env)
+    wait_for(lambda: "relay started" in relay.log(), timeout=30, message="relay started")
+    shutil.rmtree(directory)
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    for n in range(2):  # the second after the first pass that failed to count
+        body = stripe_event(f"evt_cleaned_{n}", event_type="effect.metrics")
+        assert (
+            client.post(
+                f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
+            ).status_code
+            == 200
+        )
+        wait_for(
+            lambda: count(runtime, "SELECT count(*) FROM events") == 0,
+            timeout=30,
+            message=f"event {n} deleted by the relay's cleanup\n{relay.log()}",
+        )
+    assert relay.log().count("metrics: counting failed") == 1, relay.log()

@@ -15,7 +15,12 @@ from typing import Any
 
 from hooklatch.db import reconnect_delay
 from hooklatch.logs import Outage
-from hooklatch.metrics import CLEANUP_BATCH_SECONDS, CLEANUP_OLDEST_EXPIRED_SECONDS, CLEANUP_ROWS
+from hooklatch.metrics import (
+    CLEANUP_BATCH_SECONDS,
+    CLEANUP_OLDEST_EXPIRED_SECONDS,
+    CLEANUP_ROWS,
+    best_effort,
+)
 from hooklatch.operations.retention import CleanupPass, Retention
 from hooklatch.runtime import Runtime
 
@@ -47,7 +52,8 @@ class Cleanup:
             failures = 0
             outage.ok()
             self.last = done
-            record(done)
+            with best_effort():
+                record(done)
             if done.pruned or done.deleted:
                 log.info(
                     "cleanup: %d payloads pruned, %d events deleted in %.2f s",

@@ -20,7 +20,7 @@ from sqlalchemy.orm import configure_mappers
 
 from hooklatch.events.models import OutboxEntry
 from hooklatch.logs import bind
-from hooklatch.metrics import REPLAYS, EventTally
+from hooklatch.metrics import REPLAYS, EventTally, best_effort
 from hooklatch.runtime import Runtime
 from hooklatch.workers.worker.lease import job_lease
 from hooklatch.workers.worker.processing import process_chunk, release_outbox_rows
@@ -147,7 +147,8 @@ def process_replays(
                 release_replay_rows(session, replay_id, job_id)
         counts[f"replay_{outcome}"] += 1
         if outcome != "skipped":  # committed: counted once
-            REPLAYS.labels(outcome).inc()
+            with best_effort():
+                REPLAYS.labels(outcome).inc()
     return counts
 
 
