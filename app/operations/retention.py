@@ -21,15 +21,29 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, exists, func, null, select, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    null,
+    select,
+    tuple_,
+    update,
+)
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import BindParameter
 
 from hooklatch.endpoints.models import Refusal
-from hooklatch.events.models import IGNORED, PENDING, PROCESSED, Event, OutboxEntry
+from hooklatch.events.models import IGNORED, PENDING, PROCESSED, Event, OutboxEntry, Replay
 from hooklatch.operations.models import Heartbeat
 from hooklatch.runtime import Runtime
 
 HEARTBEAT_RETENTION = timedelta(days=1)
+# On SQLite, how often a pass refreshes the planner's statistics of the events table.
+SQLITE_STATS_SECONDS = 3600.0
 
 
 @dataclass
@@ -60,6 +74,7 @@ class Retention:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.settings = runtime.settings
+        self._stats_at: float | None = None  # monotonic time of the last SQLite ANALYZE
 
     def cutoffs(self, now: datetime) -> tuple[datetime, datetime]:
         """(payload cutoff, dedupe cutoff): events received before them have expired."""
@@ -91,19 +106,38 @@ class Retention:
             )
             for name, step in steps:
                 while True:
+                    if stop is not None and stop():  # between two batches: nothing half done
+                        result.seconds = time.monotonic() - started
+                        return result
                     batch_started = time.monotonic()
                     with self.runtime.session_factory.begin() as session:
                         done = step(session)
                     result.batch_seconds.append(time.monotonic() - batch_started)
                     result.batches += 1
                     setattr(result, name, getattr(result, name) + done)
-                    if done < self.settings.cleanup_batch_size or (stop and stop()):
+                    if done < self.settings.cleanup_batch_size:
                         break
+            self._refresh_sqlite_stats()
         with self.runtime.session_factory() as session:
             result.oldest_expired_seconds = _oldest_expired(session, payload_cutoff, dedupe_cutoff)
         result.seconds = time.monotonic() - started
         result.finished_at = self.runtime.clock()
         return result
+
+    def _refresh_sqlite_stats(self) -> None:
+        """SQLite plans without statistics until ANALYZE has run, and without them it
+        reads every finished event through the status index and sorts them, instead of
+        taking the oldest prunable ones from ix_events_prunable. A sampled ANALYZE (a
+        few hundred rows an index) at most hourly keeps its plans on the indexes."""
+        if self.runtime.engine.dialect.name != "sqlite":
+            return
+        now = time.monotonic()
+        if self._stats_at is not None and now - self._stats_at < SQLITE_STATS_SECONDS:
+            return
+        with self.runtime.engine.begin() as connection:
+            connection.exec_driver_sql("PRAGMA analysis_limit = 400")
+            connection.exec_driver_sql("ANALYZE events")
+        self._stats_at = now
 
     def _delete_events(self, session: Session, cutoff: datetime) -> int:
         ids = self._claim(session, _deletable(cutoff))
@@ -156,14 +190,24 @@ def _delete_heartbeats(session: Session, now: datetime) -> int:
 
 
 def _no_work_in_hand() -> ColumnElement[bool]:
-    return ~exists().where(OutboxEntry.event_id == Event.id)
+    """No outbox row and no replay waiting: a replay whose job skipped it (another worker
+    held it, then died) waits without an outbox row until the sweep writes one."""
+    return and_(
+        ~exists().where(OutboxEntry.event_id == Event.id),
+        ~exists().where(Replay.event_id == Event.id, Replay.status == PENDING),
+    )
 
 
 def _prunable(cutoff: datetime) -> ColumnElement[bool]:
-    # The same predicate as the partial index ix_events_prunable, so that it is used.
+    # The same predicate as the partial index ix_events_prunable, so that it is used. The
+    # statuses are written into the SQL: SQLite matches a partial index's predicate only
+    # against literals, never against bound parameters (see _refresh_sqlite_stats too).
+    finished: BindParameter[list[str]] = bindparam(
+        "finished", [PROCESSED, IGNORED], expanding=True, literal_execute=True
+    )
     return and_(
         Event.body.is_not(None),
-        Event.status.in_((PROCESSED, IGNORED)),
+        Event.status.in_(finished),
         Event.received_at < cutoff,
         _no_work_in_hand(),
     )

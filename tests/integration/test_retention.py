@@ -133,7 +133,7 @@ def test_work_in_hand_is_never_cleaned(runtime, client_at):
     assert count(runtime, "SELECT count(*) FROM outbox") == 2
 
 
-def test_a_pass_cut_short_reports_how_far_past_its_clock_the_oldest_row_left_is(runtime, client_at):
+def test_the_oldest_expired_row_left_says_how_far_past_its_clock_it_is(runtime, client_at):
     """The figure that says cleanup falls behind ingest: rows it has not reached yet, by
     how long they have been past their clock."""
     endpoint, _ = make_endpoint(runtime)
@@ -141,12 +141,45 @@ def test_a_pass_cut_short_reports_how_far_past_its_clock_the_oldest_row_left_is(
     late = PAYLOAD_EXPIRED + timedelta(days=1)
     past_clock = (late - timedelta(days=7) - FIRST_SEEN).total_seconds()
 
-    cut_short = cleanup_at(runtime, late, cleanup_batch_size=1).once(stop=lambda: True)
+    dry = cleanup_at(runtime, late).once(dry_run=True)
 
-    assert cut_short.pruned == 1
-    assert cut_short.oldest_expired_seconds == pytest.approx(past_clock, abs=5)
-    assert cleanup_at(runtime, late, cleanup_batch_size=1).once().pruned == 2
-    assert cleanup_at(runtime, late).once().oldest_expired_seconds == 0
+    assert dry.pruned == 3
+    assert dry.oldest_expired_seconds == pytest.approx(past_clock, abs=5)
+    done = cleanup_at(runtime, late).once()
+    assert (done.pruned, done.oldest_expired_seconds) == (3, 0)
+
+
+def test_a_pass_told_to_stop_ends_between_two_batches(runtime, client_at):
+    endpoint, _ = make_endpoint(runtime)
+    received(client_at, runtime, endpoint, "evt_a", "evt_b", "evt_c")
+    asked = []
+
+    def stop():  # asked before each batch: the third time, after the first payload batch
+        asked.append(1)
+        return len(asked) > 2
+
+    stopped = cleanup_at(runtime, PAYLOAD_EXPIRED, cleanup_batch_size=1).once(stop=stop)
+
+    assert (stopped.deleted, stopped.pruned, stopped.batches) == (0, 1, 2)
+    assert cleanup_at(runtime, PAYLOAD_EXPIRED).once().pruned == 2
+
+
+def test_a_replay_waiting_without_its_outbox_row_is_work_in_hand(runtime, client_at):
+    """A job that found the replay held by another worker deletes its outbox row; if that
+    worker then dies, the replay waits without one until the sweep writes a new row."""
+    endpoint, _ = make_endpoint(runtime)
+    (event_id,) = received(client_at, runtime, endpoint, "evt_replay_waits")
+    with runtime.session_factory.begin() as session:
+        request_replay(session, event_id, requested_by="test", reason="x", now=FIRST_SEEN)
+    with runtime.engine.begin() as c:
+        c.execute(text("DELETE FROM outbox"))
+
+    for now in (PAYLOAD_EXPIRED, DEDUPE_EXPIRED):
+        done = cleanup_at(runtime, now).once()
+        assert (done.pruned, done.deleted) == (0, 0)
+    kept = "SELECT count(*) FROM events WHERE id = :i AND body IS NOT NULL"
+    assert count(runtime, kept, i=event_id) == 1
+    assert count(runtime, "SELECT count(*) FROM replays WHERE status = 'pending'") == 1
 
 
 def test_a_retry_waiting_for_its_time_is_work_in_hand_without_an_outbox_row(
@@ -341,3 +374,31 @@ def test_refusal_counts_and_silent_heartbeats_follow_their_clocks(runtime):
     assert (done.deleted_refusals, done.deleted_heartbeats) == (1, 1)
     assert count(runtime, "SELECT count(*) FROM refusals WHERE reason = 'stale_timestamp'") == 1
     assert count(runtime, "SELECT count(*) FROM heartbeats WHERE id = 'relay/a/2'") == 1
+
+
+def test_deleting_a_replay_finds_its_attempts_by_index_not_by_reading_them_all(runtime):
+    """Deleting an event deletes its replays, and PostgreSQL then sets replay_id to NULL
+    on their attempts (the foreign key's ON DELETE SET NULL), one statement per replay:
+    without an index, each read every attempt of the last 30 days."""
+    endpoint, _ = make_endpoint(runtime)
+    with runtime.engine.begin() as c:
+        c.exec_driver_sql(
+            "INSERT INTO events (endpoint_id, provider, external_id, type, status, attempts,"
+            " body, headers, body_sha256, received_at, next_attempt_at, mismatched_duplicates)"
+            " SELECT %(endpoint)s, 'stripe', 'evt_' || g, 'invoice.paid', 'processed', 1,"
+            " '\\x7b7d', '{}', 'x', now(), now(), 0 FROM generate_series(1, 20000) g",
+            {"endpoint": endpoint},
+        )
+        c.exec_driver_sql(
+            "INSERT INTO attempts (event_id, number, outcome, handlers, started_at, finished_at)"
+            " SELECT id, 1, 'succeeded', '', now(), now() FROM events"
+        )
+    with runtime.engine.connect() as c, c.begin() as transaction:
+        [[plan]] = c.exec_driver_sql(
+            "EXPLAIN (ANALYZE, FORMAT JSON) UPDATE attempts SET replay_id = NULL"
+            " WHERE replay_id = 1"
+        ).all()
+        transaction.rollback()
+    scan = plan[0]["Plan"]["Plans"][0]
+    examined = scan["Actual Rows"] + scan.get("Rows Removed by Filter", 0)
+    assert examined < 100, scan

@@ -100,3 +100,44 @@ def test_retention_prunes_and_deletes_on_sqlite(embedded):
         c.exec_driver_sql("UPDATE events SET status = 'dead'")
     assert cleanup(FIRST_SEEN + timedelta(days=31)).deleted == 2
     assert count(runtime, "SELECT count(*) FROM events") == 0
+
+
+def test_cleanup_takes_prunable_payloads_from_their_index_on_sqlite(embedded):
+    """Without statistics SQLite read every finished event through the status index and
+    sorted them, in the write transaction ingest waits for; a pass analyzes the table."""
+    from sqlalchemy import event, select
+
+    from hooklatch.events.models import Event
+    from hooklatch.operations.retention import Retention, _prunable
+
+    client, runtime = embedded(FIRST_SEEN)
+    endpoint, _ = make_endpoint(runtime, "github", secrets=["gh-secret"])
+    for n in range(200):
+        body = json.dumps({"action": "opened", "issue": {"number": n}}).encode()
+        headers = github_headers(body, "gh-secret", event="issues", delivery=f"d-{n}")
+        assert client.post(f"/hooks/{endpoint}", data=body, headers=headers).status_code == 200
+    with runtime.engine.begin() as c:
+        c.exec_driver_sql("UPDATE events SET status = 'processed' WHERE id % 10 != 0")
+        c.exec_driver_sql("DELETE FROM outbox")
+    Retention(replace(runtime, clock=lambda: FIRST_SEEN + timedelta(days=1))).once()
+
+    plans: list[str] = []
+    claim = (
+        select(Event.id)
+        .where(_prunable(FIRST_SEEN + timedelta(days=8)))
+        .order_by(Event.received_at)
+        .limit(100)
+    )
+
+    def explain(conn, cursor, statement, parameters, context, executemany):
+        cursor.execute("EXPLAIN QUERY PLAN " + statement, parameters)
+        plans.extend(str(row[-1]) for row in cursor.fetchall())
+
+    event.listen(runtime.engine, "before_cursor_execute", explain)
+    try:
+        with runtime.engine.connect() as c:
+            c.execute(claim).all()
+    finally:
+        event.remove(runtime.engine, "before_cursor_execute", explain)
+    assert any("ix_events_prunable" in line for line in plans), plans
+    assert not any("TEMP B-TREE" in line for line in plans), plans
