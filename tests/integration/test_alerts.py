@@ -56,9 +56,7 @@ def test_the_rules_name_only_series_and_outcomes_that_hooklatch_exports(client, 
 
     source = "\n".join(path.read_text() for path in (ROOT / "app").rglob("*.py"))
     outcomes = {
-        value
-        for match in re.findall(r'outcome=~?"([^"]+)"', rules)
-        for value in match.split("|")
+        value for match in re.findall(r'outcome=~?"([^"]+)"', rules) for value in match.split("|")
     }
     assert {"bad_signature", "store_unavailable"} <= outcomes
     assert all(f'"{value}"' in source for value in outcomes), outcomes
