@@ -155,6 +155,9 @@ class Settings:
     # rest of its job back; a chunk still running after this long is cut short (its
     # transaction rolls back, its events go out again). Well under Kubernetes' 30 s.
     worker_stop_seconds: float = 20.0
+    # Jobs one work horse runs before the worker replaces it: what a handler leaks is
+    # given back then, at the cost of one fork.
+    worker_max_jobs: int = 500
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -210,6 +213,7 @@ class Settings:
             ingest_connections=_int(
                 env, "HOOKLATCH_INGEST_CONNECTIONS", cls.ingest_connections, minimum=1
             ),
+            worker_max_jobs=_int(env, "HOOKLATCH_WORKER_MAX_JOBS", cls.worker_max_jobs, minimum=1),
             worker_stop_seconds=_float(
                 env, "HOOKLATCH_WORKER_STOP_SECONDS", cls.worker_stop_seconds
             ),

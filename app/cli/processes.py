@@ -27,15 +27,15 @@ def relay(ctx: click.Context) -> None:
 
 @click.command()
 @click.option("--burst", is_flag=True, help="Exit when the queue is empty.")
-@click.option("--simple", is_flag=True, help="Run jobs in this process instead of a forked one.")
+@click.option(
+    "--simple", is_flag=True, help="Run jobs in this process instead of a forked work horse."
+)
 @click.pass_context
 def worker(ctx: click.Context, burst: bool, simple: bool) -> None:
     """Run handlers for queued events (an RQ worker on hooklatch's queue)."""
-    from rq import SimpleWorker, Worker
-
     from hooklatch.workers.worker.main import run_worker
 
-    run_worker(runtime_of(ctx), burst=burst, worker_class=SimpleWorker if simple else Worker)
+    run_worker(runtime_of(ctx), burst=burst, simple=simple)
 
 
 @click.command()

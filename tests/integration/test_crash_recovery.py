@@ -188,3 +188,63 @@ def test_a_handler_that_kills_its_process_ends_dead_and_its_batch_mates_run_once
     assert len(effect_rows(runtime, "evt_mate_b")) == 1
     assert len(effect_rows(runtime, "evt_poison")) == 0
     assert count(runtime, "SELECT count(*) FROM outbox") == 0
+
+
+@pytest.mark.slow
+def test_a_killed_work_horse_is_replaced_and_its_worker_finishes_the_event_once(
+    client, runtime, proc_settings, procs, tmp_path
+):
+    """The worker outlives its horse: it forks another, which takes the next job at once
+    and, after the sweep, the killed one's event."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    env = process_env(proc_settings, HOOKLATCH_TEST_MARKERS=str(markers))
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    procs("relay", hooklatch_cmd("relay"), env)
+    worker = procs("worker", hooklatch_cmd("worker"), env)
+    event_id = deliver(client, endpoint, "evt_horse_killed", "hang.kill")
+    marker = markers / "evt_horse_killed"
+    wait_for(marker.exists, timeout=30, message="handler started")
+    horse = int(marker.read_text())
+    assert horse != worker.popen.pid
+
+    os.kill(horse, signal.SIGKILL)
+    wait_for(
+        lambda: "the work horse died (killed by SIGKILL), another starts in" in worker.log(),
+        timeout=10,
+        message="the worker noticing its horse died",
+    )
+    assert worker.popen.poll() is None
+    later = deliver(client, endpoint, "evt_after_the_horse", "effect.kill")
+    wait_for(
+        lambda: load_event(runtime, later).status == "processed",
+        timeout=15,
+        message="the next event processed by the new horse",
+    )
+    wait_for(
+        lambda: load_event(runtime, event_id).status == "processed",
+        timeout=RECOVERY_BOUND_SECONDS,
+        message="the killed horse's event processed by its successor",
+    )
+    assert len(effect_rows(runtime, "evt_horse_killed")) == 1
+    assert len(effect_rows(runtime, "evt_after_the_horse")) == 1
+    assert worker.log().count("worker listening on queue") == 1  # its successor said nothing
+
+
+@pytest.mark.slow
+def test_a_work_horse_is_replaced_after_its_share_of_jobs(client, runtime, proc_settings, procs):
+    env = process_env(proc_settings, HOOKLATCH_WORKER_MAX_JOBS="2", HOOKLATCH_JOB_SIZE="1")
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    ids = [deliver(client, endpoint, f"evt_share_{n}", "effect.share") for n in range(5)]
+    worker = procs("worker", hooklatch_cmd("worker"), env)
+    procs("relay", hooklatch_cmd("relay"), env)
+    wait_for(
+        lambda: all(load_event(runtime, i).status == "processed" for i in ids),
+        timeout=30,
+        message="five jobs processed",
+    )
+    assert worker.log().count("work horse replaced after 2 jobs") == 2, worker.log()
+    for n in range(5):
+        assert len(effect_rows(runtime, f"evt_share_{n}")) == 1
+    worker.popen.send_signal(signal.SIGTERM)
+    assert worker.popen.wait(timeout=15) == 0, worker.log()

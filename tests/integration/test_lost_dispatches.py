@@ -155,7 +155,7 @@ def test_jobs_moved_to_the_intermediate_list_as_a_dying_worker_leaves_them_run_o
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point", ["after_dequeue", "after_fork", "after_started"])
+@pytest.mark.parametrize("point", ["after_dequeue", "before_started", "after_started"])
 def test_a_worker_killed_between_dequeue_and_lease_strands_nothing(
     client, runtime, proc_settings, procs, point
 ):

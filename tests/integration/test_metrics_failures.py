@@ -74,7 +74,7 @@ def test_work_horses_share_one_set_of_files_when_the_worker_serves_no_port(
         timeout=60,
         message=f"{jobs} events processed",
     )
-    assert worker.log().count("batch done") >= jobs  # one job, one work horse, per event
+    assert worker.log().count("batch done") >= jobs  # a job per event
     files = sorted(path.name for path in directory.iterdir())
     assert len(files) <= 4, files  # the horses' shared set, not one set per job
 

@@ -78,7 +78,11 @@ def test_a_worker_whose_rq_loop_quits_on_a_redis_blip_starts_again(
     """RQ logs a Redis error in its maintenance and returns from its loop, as if asked to
     stop; without a signal, hooklatch starts a new RQ worker."""
     env = process_env(proc_settings)
-    worker = procs("worker", [sys.executable, "-m", "tests.support.flaky_worker"], env)
+    worker = procs(
+        "worker",
+        [sys.executable, "-m", "tests.support.flaky_worker"],
+        {**env, "HOOKLATCH_TEST_BLIPPED": str(tmp_path / "blipped")},
+    )
     wait_for(
         lambda: "quit on its own" in worker.log(),
         timeout=20,

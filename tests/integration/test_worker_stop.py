@@ -47,7 +47,7 @@ def start_worker(procs, env, args, name="worker"):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args", [[], ["--simple"]], ids=["forking", "simple"])
+@pytest.mark.parametrize("args", [[], ["--simple"]], ids=["work-horse", "simple"])
 def test_sigterm_mid_job_ends_after_the_chunk_and_hands_the_rest_back(
     procs, proc_settings, runtime, client, args
 ):

@@ -1,17 +1,17 @@
 """`hooklatch worker` that is SIGKILLed, with its work horse, at one point between taking
 a job off the queue and the job taking its lease, as a container stopped at that moment.
 
-HOOKLATCH_TEST_DIE_AT names the point:
+HOOKLATCH_TEST_DIE_AT names the point, in the work horse:
 
-- ``after_dequeue``: RQ has moved the job to the intermediate list; no horse yet;
-- ``after_fork``: the horse runs, the job is not marked started;
+- ``after_dequeue``: RQ has moved the job to the intermediate list, and not begun it;
+- ``before_started``: RQ has begun the job's execution, and not marked it started;
 - ``after_started``: RQ has marked the job started; the job has not taken its lease.
 """
 
 import os
 import signal
 
-from rq import Worker
+from rq import SimpleWorker
 
 from hooklatch import logs
 from hooklatch.runtime import build_runtime
@@ -21,27 +21,27 @@ from hooklatch.workers.worker.main import run_worker
 DIE_AT = os.environ["HOOKLATCH_TEST_DIE_AT"]
 
 
-def die(*, in_horse: bool) -> None:
-    if in_horse:
-        os.kill(os.getppid(), signal.SIGKILL)
+def die() -> None:
+    """The worker, then its horse (this process): nothing is left to replace the horse."""
+    os.kill(os.getppid(), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-class DyingWorker(Worker):
+class DyingWorker(SimpleWorker):
     def execute_job(self, job, queue):
         if DIE_AT == "after_dequeue":
-            die(in_horse=False)
+            die()
         return super().execute_job(job, queue)
 
     def perform_job(self, job, queue, execution):
-        if DIE_AT == "after_fork":
-            die(in_horse=True)
+        if DIE_AT == "before_started":
+            die()
         return super().perform_job(job, queue, execution)
 
     def prepare_job_execution(self, job, remove_from_intermediate_queue=False):
         super().prepare_job_execution(job, remove_from_intermediate_queue)
         if DIE_AT == "after_started":
-            die(in_horse=True)
+            die()
 
 
 def main() -> None:

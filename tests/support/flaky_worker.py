@@ -1,21 +1,24 @@
 """`hooklatch worker` whose RQ worker meets a Redis error in its first maintenance, as on
-a Redis blip at that moment: RQ logs it and returns from its loop."""
+a Redis blip at that moment: RQ logs it and returns from its loop. The blip happens once
+per worker, whichever work horse meets it (a file says it happened)."""
+
+import os
+from pathlib import Path
 
 from redis.exceptions import ConnectionError as RedisConnectionError
-from rq import Worker
+from rq import SimpleWorker
 
 from hooklatch.runtime import build_runtime
 from hooklatch.settings import Settings
 from hooklatch.workers.worker.main import run_worker
 
-blipped = False
+BLIPPED = Path(os.environ["HOOKLATCH_TEST_BLIPPED"])
 
 
-class BlippingWorker(Worker):
+class BlippingWorker(SimpleWorker):
     def run_maintenance_tasks(self):
-        global blipped
-        if not blipped:
-            blipped = True
+        if not BLIPPED.exists():
+            BLIPPED.touch()
             raise RedisConnectionError("Connection reset by peer (a blip, from the test)")
         super().run_maintenance_tasks()
 

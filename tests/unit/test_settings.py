@@ -32,6 +32,8 @@ def test_defaults_are_the_embedded_receiver(tmp_path):
             "HOOKLATCH_PAYLOAD_RETENTION_DAYS=40 is longer than HOOKLATCH_DEDUPE_RETENTION_DAYS=30",
         ),
         ({"HOOKLATCH_CLEANUP_BATCH_SIZE": "0"}, "HOOKLATCH_CLEANUP_BATCH_SIZE must be at least 1"),
+        ({"HOOKLATCH_WORKER_MAX_JOBS": "0"}, "HOOKLATCH_WORKER_MAX_JOBS must be at least 1"),
+        ({"HOOKLATCH_QUEUED_JOBS": "0"}, "HOOKLATCH_QUEUED_JOBS must be at least 1"),
         ({"HOOKLATCH_UNSAFE_SHORT_RETENTION": "maybe"}, "must be true or false"),
         ({"HOOKLATCH_METRICS_PORT": "70000"}, "HOOKLATCH_METRICS_PORT must be a port"),
         ({"HOOKLATCH_PAYLOAD_RETENTION_DAYS": "nan"}, "must be a finite number, got 'nan'"),

@@ -1,20 +1,19 @@
-"""`hooklatch worker`: an RQ worker on hooklatch's queue."""
+"""`hooklatch worker`: an RQ worker on hooklatch's queue, in a long-lived work horse."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from rq import Worker
+from rq import SimpleWorker
 from rq.exceptions import StopRequested
 from rq.worker import BaseWorker, WorkerStatus
 from sqlalchemy import text
@@ -28,6 +27,16 @@ from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.sinks import SERIALIZER
 from hooklatch.workers.signals import stop_on_signals
 from hooklatch.workers.worker import jobs
+from hooklatch.workers.worker.horse import (
+    DIED,
+    DONE,
+    QUIT,
+    RECYCLED,
+    REDIS,
+    STOPPED,
+    Horse,
+    Outcome,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +47,22 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 
 
 def run_worker(
-    runtime: Runtime, *, burst: bool = False, worker_class: type[BaseWorker] = Worker
+    runtime: Runtime,
+    *,
+    burst: bool = False,
+    simple: bool = False,
+    worker_class: type[BaseWorker] = SimpleWorker,
 ) -> bool:
     """Work until SIGTERM or SIGINT (or, with ``burst``, until the queue is empty).
 
-    RQ's worker survives Redis going away while it waits for a job, but not elsewhere:
-    a Redis error while it is made or starts escapes it, and one in its maintenance, or
-    any other error in its loop, makes it log the error and return. Unless a signal
-    asked it to stop, such a worker is started again after a pause, as the relay
-    retries its passes, rather than leaving the queue without a consumer.
+    RQ's ``worker_class`` (its in-process SimpleWorker) runs in a long-lived work horse
+    that this process forks and watches (workers/worker/horse.py); with ``simple``, in
+    this process. RQ's worker survives Redis going away while it waits for a job, but
+    not elsewhere: a Redis error while it is made or starts escapes it, and one in its
+    maintenance, or any other error in its loop, makes it log the error and return.
+    Unless a signal asked it to stop, it is started again after a pause, as the relay
+    retries its passes, rather than leaving the queue without a consumer; so is a horse
+    that died.
     """
     if runtime.settings.redis_url is None:
         raise SystemExit(
@@ -64,54 +80,94 @@ def run_worker(
         if current:
             current[0].request_stop(signum, frame)
 
-    # Ours until RQ installs its own handlers, and again whenever RQ's loop has ended.
+    # Ours until RQ installs its own handlers, and again whenever RQ's loop has ended. In
+    # this process, a stop is passed on to the horse by Horse (a thread, not here).
     stop = stop_on_signals("worker", then=hand_on)
     # A burst run ends when the queue is empty, not when the database comes back.
     if not burst and not _database_answers(runtime, stop):
         return False
-    # The work horses, forked from this process, do not inherit the thread.
+    horse = None if simple else Horse(redis, stop, runtime.settings.worker_stop_seconds)
+    max_jobs = None if simple else runtime.settings.worker_max_jobs
+
+    def work() -> Outcome:
+        """One RQ worker's loop, to its end; in the horse, or in this process."""
+        try:
+            worker = stoppable(worker_class)(
+                [runtime.settings.queue_name], connection=redis, serializer=SERIALIZER
+            )
+            worker.horse = horse  # type: ignore[attr-defined]
+            if stop.is_set():
+                return Outcome(STOPPED)
+            current[:] = [worker]
+            worked = bool(
+                worker.work(
+                    burst=burst, logging_level="WARNING", with_scheduler=False, max_jobs=max_jobs
+                )
+            )
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            return Outcome(REDIS, error=one_line(exc))
+        except StopRequested:  # raised by RQ's request_stop, outside RQ's loop
+            return Outcome(STOPPED)
+        finally:
+            current.clear()
+            stop_on_signals("worker", stop, then=hand_on)
+        done = worker.jobs_done  # type: ignore[attr-defined]
+        if stop.is_set() or _asked_to_stop(worker):
+            return Outcome(STOPPED, worked, done)
+        if burst:
+            return Outcome(DONE, worked, done)
+        if max_jobs is not None and done >= max_jobs:
+            return Outcome(RECYCLED, worked, done)
+        return Outcome(QUIT, worked, done)
+
+    # The horses, forked from this process, do not inherit the thread.
     beat_stop = threading.Event()
     beating = None if burst else start_heartbeat(runtime, "worker", beat_stop)
     try:
-        failures = 0
-        while not stop.is_set():
-            worker: BaseWorker | None = None
-            started = time.monotonic()
-            error: Exception | None = None
-            worked = False
-            try:
-                worker = stoppable(worker_class)(
-                    [runtime.settings.queue_name], connection=redis, serializer=SERIALIZER
-                )
-                worker.stop_seconds = runtime.settings.worker_stop_seconds  # type: ignore[attr-defined]
-                if stop.is_set():
-                    break
-                current[:] = [worker]
-                worked = bool(
-                    worker.work(burst=burst, logging_level="WARNING", with_scheduler=False)
-                )
-            except (RedisConnectionError, RedisTimeoutError) as exc:
-                error = exc
-            except StopRequested:  # raised by RQ's request_stop, outside RQ's loop
-                break
-            finally:
-                current.clear()
-                stop_on_signals("worker", stop, then=hand_on)
-            if stop.is_set() or _asked_to_stop(worker) or (burst and error is None):
-                return worked
-            failures = 1 if time.monotonic() - started > HEALTHY_SECONDS else failures + 1
-            delay = reconnect_delay(failures)
-            if error is not None:
-                log.error("Redis unreachable (%s), the worker starts again in %.1f s", error, delay)
-            else:
-                log.error("RQ's worker quit on its own (see above), restarting in %.1f s", delay)
-            if stop.wait(delay):
-                break
-        return False
+        return _keep_working(stop, horse.run if horse else _call, work)
     finally:
         beat_stop.set()
         if beating is not None:
             beating.join(timeout=10)
+
+
+def _call(work: Callable[[], Outcome]) -> Outcome:
+    return work()
+
+
+def _keep_working(
+    stop: threading.Event,
+    run: Callable[[Callable[[], Outcome]], Outcome],
+    work: Callable[[], Outcome],
+) -> bool:
+    """Run ``work`` (in a horse, or here) until a stop, starting it again when it ends
+    for any other reason: at once for a horse that ran its share of jobs, after a pause
+    that grows with repeated failures otherwise."""
+    failures = 0
+    worked = False
+    while not stop.is_set():
+        started = time.monotonic()
+        outcome = run(work)
+        worked = worked or outcome.worked
+        if stop.is_set() or outcome.kind in (STOPPED, DONE):
+            return worked
+        if outcome.kind == RECYCLED:
+            log.info("work horse replaced after %d jobs", outcome.jobs)
+            failures = 0
+            continue
+        failures = 1 if time.monotonic() - started > HEALTHY_SECONDS else failures + 1
+        delay = reconnect_delay(failures)
+        if outcome.kind == REDIS:
+            log.error(
+                "Redis unreachable (%s), the worker starts again in %.1f s", outcome.error, delay
+            )
+        elif outcome.kind == DIED:
+            log.error("the work horse died (%s), another starts in %.1f s", outcome.error, delay)
+        else:
+            log.error("RQ's worker quit on its own (see above), restarting in %.1f s", delay)
+        if stop.wait(delay):
+            break
+    return worked
 
 
 def _database_answers(runtime: Runtime, stop: threading.Event) -> bool:
@@ -135,7 +191,8 @@ def _database_answers(runtime: Runtime, stop: threading.Event) -> bool:
 
 
 def stoppable(worker_class: type[BaseWorker]) -> type[BaseWorker]:
-    """``worker_class`` that stops in bounded time once asked to.
+    """``worker_class`` that stops in bounded time once asked to, and tells the horse it
+    runs in (``horse``) which job it runs, and how many it has run (``jobs_done``).
 
     Idle: RQ's signal handler raises StopRequested wherever the worker is. While Redis is
     away RQ logs each failed retry, and a StopRequested raised inside that log call is
@@ -144,9 +201,8 @@ def stoppable(worker_class: type[BaseWorker]) -> type[BaseWorker]:
     heartbeat; there, a stop already taken by an idle worker is raised again.
 
     Busy: RQ's warm shutdown waits for the whole job, up to a thousand events. The job is
-    told to stop after the chunk under way (in the work horse, by a SIGTERM it now
-    catches; in this process, for a worker that does not fork), and a horse still at work
-    ``stop_seconds`` later is killed.
+    told to stop after the chunk under way (it runs in this process); a horse still at
+    work ``HOOKLATCH_WORKER_STOP_SECONDS`` later is killed by the worker that forked it.
     """
 
     made = _STOPPABLE.get(worker_class)
@@ -157,29 +213,32 @@ def stoppable(worker_class: type[BaseWorker]) -> type[BaseWorker]:
                 raise StopRequested()
             return worker_class.heartbeat(self, *args, **kwargs)
 
-        def setup_work_horse_signals(self: Any) -> None:
-            # As RQ's, except SIGTERM (RQ: the default, death wherever the horse is).
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, lambda signum, frame: jobs.stop_between_chunks())
-            signal.siginterrupt(signal.SIGTERM, False)  # a handler's system calls go on
-
         def handle_warm_shutdown_request(self: Any) -> None:
             worker_class.handle_warm_shutdown_request(self)
-            jobs.stop_between_chunks()  # a SimpleWorker's job runs in this process
-            horse, job_id = self.horse_pid, self.get_current_job_id()
-            if horse:
-                with contextlib.suppress(ProcessLookupError):  # it has just ended
-                    os.kill(horse, signal.SIGTERM)
-                timer = threading.Timer(self.stop_seconds, _cut_short, args=(self, horse, job_id))
-                timer.daemon = True
-                timer.start()
+            jobs.stop_between_chunks()
+
+        def execute_job(self: Any, job: Any, queue: Any) -> Any:
+            if self.horse is not None:
+                self.horse.note_job(job.id)
+            try:
+                return worker_class.execute_job(self, job, queue)
+            finally:
+                self.jobs_done += 1
+                if self.horse is not None:
+                    self.horse.note_job(None)
 
         def bootstrap(self: Any, *args: Any, **kwargs: Any) -> None:
             # RQ's own start-up lines are below the WARNING level the worker runs at.
             worker_class.bootstrap(self, *args, **kwargs)
+            if self.horse is not None and self.horse.listening_said:
+                return  # a later horse of the same worker: it starts quietly
             log.info(
-                "worker listening on queue %s (pid %d)", ", ".join(self.queue_names()), os.getpid()
+                "worker listening on queue %s (pid %d)",
+                ", ".join(self.queue_names()),
+                os.getppid() if self.horse is not None else os.getpid(),
             )
+            if self.horse is not None:
+                self.horse.note_listening_said()
 
         made = type(
             worker_class.__name__,
@@ -187,27 +246,14 @@ def stoppable(worker_class: type[BaseWorker]) -> type[BaseWorker]:
             {
                 "bootstrap": bootstrap,
                 "heartbeat": heartbeat,
-                "setup_work_horse_signals": setup_work_horse_signals,
                 "handle_warm_shutdown_request": handle_warm_shutdown_request,
-                "stop_seconds": 20.0,
+                "execute_job": execute_job,
+                "horse": None,
+                "jobs_done": 0,
             },
         )
         _STOPPABLE[worker_class] = made
     return made
-
-
-def _cut_short(worker: BaseWorker, horse: int, job_id: str | None) -> None:
-    """The horse still works ``stop_seconds`` after the stop: its chunk rolls back.
-
-    The job is recorded as stopped, not as a horse that died: the relay's sweep then hands
-    its rows out again without counting a lost dispatch against events that a stop, not
-    their handlers, cut short (a handler that never ends still meets the job timeout).
-    """
-    if worker.horse_pid == horse:
-        log.warning("the job's chunk is still running: stopping its work horse now")
-        worker._stopped_job_id = job_id
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(horse, signal.SIGKILL)  # the horse leads its own group (RQ)
 
 
 _STOPPABLE: dict[type[BaseWorker], type[BaseWorker]] = {}
