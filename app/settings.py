@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 import os
@@ -73,6 +74,17 @@ def _check_fernet_keys(keys: tuple[str, ...]) -> None:
             raise SettingsError(
                 f"HOOKLATCH_SECRET_KEYS: key {position} is not a valid Fernet key "
                 "(32 url-safe base64-encoded bytes; make one with `hooklatch keys generate`)"
+            ) from None
+
+
+def _check_networks(networks: tuple[str, ...]) -> None:
+    for network in networks:
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError:
+            raise SettingsError(
+                f"HOOKLATCH_ADMIN_PROXY_IPS: {network!r} is not an address or a network "
+                "(10.0.0.0/8, ::1)"
             ) from None
 
 
@@ -158,6 +170,18 @@ class Settings:
     # Jobs one work horse runs before the worker replaces it: what a handler leaks is
     # given back then, at the cost of one fork.
     worker_max_jobs: int = 500
+    # The console (/admin/console): a sign-in with the admin token lasts this long; or,
+    # behind a reverse proxy that authenticates people (oauth2-proxy), the request header
+    # that names them, trusted only from these addresses.
+    admin_session_hours: float = 8.0
+    admin_proxy_header: str | None = None
+    admin_proxy_ips: tuple[str, ...] = ("127.0.0.1", "::1")
+    # A bulk replay touches at most this many events, replayed this many a second.
+    replay_batch_max: int = 10_000
+    replay_batch_rate: float = 50.0
+    # Audit entries are kept this long (a bulk replay, a secret removed: kept past the
+    # events they were about).
+    audit_retention_days: float = 365.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -214,6 +238,18 @@ class Settings:
                 env, "HOOKLATCH_INGEST_CONNECTIONS", cls.ingest_connections, minimum=1
             ),
             worker_max_jobs=_int(env, "HOOKLATCH_WORKER_MAX_JOBS", cls.worker_max_jobs, minimum=1),
+            admin_session_hours=_float(
+                env, "HOOKLATCH_ADMIN_SESSION_HOURS", cls.admin_session_hours
+            ),
+            admin_proxy_header=env.get("HOOKLATCH_ADMIN_PROXY_HEADER") or None,
+            admin_proxy_ips=_list(env.get("HOOKLATCH_ADMIN_PROXY_IPS")) or cls.admin_proxy_ips,
+            replay_batch_max=_int(
+                env, "HOOKLATCH_REPLAY_BATCH_MAX", cls.replay_batch_max, minimum=1
+            ),
+            replay_batch_rate=_float(env, "HOOKLATCH_REPLAY_BATCH_RATE", cls.replay_batch_rate),
+            audit_retention_days=_float(
+                env, "HOOKLATCH_AUDIT_RETENTION_DAYS", cls.audit_retention_days
+            ),
             worker_stop_seconds=_float(
                 env, "HOOKLATCH_WORKER_STOP_SECONDS", cls.worker_stop_seconds
             ),
@@ -255,7 +291,11 @@ class Settings:
                 f"than HOOKLATCH_DEDUPE_RETENTION_DAYS={self.dedupe_retention_days:g}: an "
                 "event's row, payload included, is deleted at the dedupe clock"
             )
+        _check_networks(self.admin_proxy_ips)
         for name, seconds in (
+            ("HOOKLATCH_ADMIN_SESSION_HOURS", self.admin_session_hours),
+            ("HOOKLATCH_REPLAY_BATCH_RATE", self.replay_batch_rate),
+            ("HOOKLATCH_AUDIT_RETENTION_DAYS", self.audit_retention_days),
             ("HOOKLATCH_HEARTBEAT_SECONDS", self.heartbeat_seconds),
             ("HOOKLATCH_CLEANUP_INTERVAL_SECONDS", self.cleanup_interval_seconds),
             ("HOOKLATCH_METRICS_CACHE_SECONDS", self.metrics_cache_seconds),

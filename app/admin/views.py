@@ -10,15 +10,17 @@ from flask import Blueprint, request
 from sqlalchemy.exc import SQLAlchemyError
 
 from hooklatch.errors import BadRequest, NotFound, StoreUnavailable, Unauthorized
-from hooklatch.events.models import STATUSES, Event
-from hooklatch.events.replay import request_replay
+from hooklatch.events import batches
+from hooklatch.events.browse import EventFilter, page
+from hooklatch.events.models import Event
+from hooklatch.events.replay import replay_one
 from hooklatch.events.serialize import (
     MAX_LIST_LIMIT,
     describe_event,
     describe_replay,
     event_history,
-    list_events,
 )
+from hooklatch.operations import audit
 from hooklatch.runtime import current_runtime
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
@@ -46,10 +48,10 @@ def replay(event_id: str) -> Any:
     reason = _text(data, "reason")
     try:
         with runtime.session_factory.begin() as session:
-            row = request_replay(
+            row = replay_one(
                 session,
                 number,
-                requested_by=f"{requested_by} ({request.remote_addr})",
+                actor=f"{requested_by} ({request.remote_addr})",
                 reason=reason,
                 now=runtime.clock(),
             )
@@ -62,20 +64,99 @@ def replay(event_id: str) -> Any:
 
 @bp.get("/events")
 def events() -> Any:
+    """Events newest first, filtered (status, provider, endpoint, type, external_id,
+    since, until), a keyset page at a time: ``next`` is the ``before`` of the next page."""
     runtime = current_runtime()
-    unknown = sorted(set(request.args) - {"limit", "status"})
-    if unknown:
-        raise BadRequest(
-            f"unknown query parameter {unknown[0]!r} (known: limit, status)",
-            reason="bad_parameter",
-        )
-    limit = _whole_number("limit", request.args.get("limit", "50"), high=MAX_LIST_LIMIT)
-    status = request.args.get("status")
-    if status is not None and status not in STATUSES:
-        raise BadRequest(f"status must be one of {', '.join(STATUSES)}", reason="bad_parameter")
+    args = request.args.to_dict()
+    limit = _whole_number("limit", args.pop("limit", "50"), high=MAX_LIST_LIMIT)
+    before_text = args.pop("before", None)
+    before = _whole_number("before", before_text, high=MAX_ID) if before_text else None
+    chosen = EventFilter.parse(args, now=runtime.clock())
     with runtime.session_factory() as session:
-        rows = list_events(session, status=status, limit=limit)
-        return {"events": [describe_event(e) for e in rows]}
+        rows, after = page(session, chosen, before=before, limit=limit)
+        return {"events": [describe_event(e) for e in rows], "next": after}
+
+
+@bp.post("/replays")
+def bulk_replay() -> Any:
+    """A bulk replay of what a filter matches: ``dry_run`` says how many and shows the
+    oldest; otherwise, with a ``reason``, the batch starts (202) and runs in the relays."""
+    runtime = current_runtime()
+    data = _json_object()
+    dry_run = data.pop("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise BadRequest("dry_run must be true or false", reason="bad_parameter")
+    reason = _text(data, "reason")
+    requested_by = (_text(data, "requested_by") or "admin-api")[:150]
+    data.pop("reason", None)
+    data.pop("requested_by", None)
+    now = runtime.clock()
+    chosen = EventFilter.parse(data, now=now)
+    settings = runtime.settings
+    try:
+        if dry_run:
+            with runtime.session_factory() as session:
+                found = batches.plan(session, chosen, cap=settings.replay_batch_max)
+                return {
+                    "matched": found.matched,
+                    "over_cap": found.over_cap,
+                    "cap": found.cap,
+                    "filter": chosen.as_dict(),
+                    "sample": [describe_event(e) for e in found.sample],
+                }
+        with runtime.session_factory.begin() as session:
+            batch = batches.start(
+                session,
+                chosen,
+                actor=f"{requested_by} ({request.remote_addr})",
+                reason=reason or "",
+                cap=settings.replay_batch_max,
+                rate=settings.replay_batch_rate,
+                now=now,
+            )
+            body = batches.describe(session, batch)
+    except SQLAlchemyError as exc:
+        raise StoreUnavailable() from exc
+    runtime.wake_dispatcher()
+    return body, 202
+
+
+@bp.get("/replays")
+def bulk_replays() -> Any:
+    with current_runtime().session_factory() as session:
+        return {"batches": [batches.describe(session, b) for b in batches.recent(session)]}
+
+
+@bp.get("/replays/<batch_id>")
+def bulk_replay_progress(batch_id: str) -> Any:
+    number = _whole_number("the batch id", batch_id, high=MAX_ID)
+    with current_runtime().session_factory() as session:
+        return batches.describe(session, batches.get(session, number))
+
+
+@bp.post("/replays/<batch_id>/cancel")
+def bulk_replay_cancel(batch_id: str) -> Any:
+    runtime = current_runtime()
+    number = _whole_number("the batch id", batch_id, high=MAX_ID)
+    requested_by = (_text(_json_object(), "requested_by") or "admin-api")[:150]
+    with runtime.session_factory.begin() as session:
+        batch = batches.cancel(
+            session, number, actor=f"{requested_by} ({request.remote_addr})", now=runtime.clock()
+        )
+        return batches.describe(session, batch)
+
+
+@bp.get("/audit")
+def audit_log() -> Any:
+    args = request.args.to_dict()
+    limit = _whole_number("limit", args.get("limit", "50"), high=MAX_LIST_LIMIT)
+    before = _whole_number("before", args["before"], high=MAX_ID) if "before" in args else None
+    with current_runtime().session_factory() as session:
+        return {
+            "entries": [
+                audit.describe(e) for e in audit.recent(session, before=before, limit=limit)
+            ]
+        }
 
 
 @bp.get("/events/<event_id>")

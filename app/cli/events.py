@@ -58,23 +58,105 @@ def events_show(ctx: click.Context, event_id: int) -> None:
 
 
 @events.command("replay")
-@click.argument("event_id", type=int)
-@click.option("--reason", required=True, help="Why: recorded with the replay.")
+@click.argument("event_id", type=int, required=False)
+@click.option("--status", type=click.Choice(STATUSES), help="Bulk: events in this state.")
+@click.option("--provider", help="Bulk: events of this provider.")
+@click.option("--endpoint", help="Bulk: events of this endpoint (id or name).")
+@click.option("--type", "event_type", help="Bulk: event types matching this glob (invoice.*).")
+@click.option("--external-id", help="Bulk: the provider's event id.")
+@click.option("--since", help="Bulk: received since (ISO 8601, or an age: 30m, 2h, 7d).")
+@click.option("--until", help="Bulk: received before (ISO 8601, or an age).")
+@click.option("--dry-run", is_flag=True, help="Bulk: say what would be replayed, change nothing.")
+@click.option("--reason", help="Why: recorded with the replay (required unless --dry-run).")
 @click.option("--by", "requested_by", default=None, help="Who asks (default: your user name).")
+@click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @friendly
-def events_replay(ctx: click.Context, event_id: int, reason: str, requested_by: str | None) -> None:
-    """Run the event's handlers again, whatever its state."""
-    from hooklatch.events.replay import request_replay
-    from hooklatch.events.serialize import describe_replay
+def events_replay(
+    ctx: click.Context,
+    event_id: int | None,
+    dry_run: bool,
+    reason: str | None,
+    requested_by: str | None,
+    as_json: bool,
+    **filters: str | None,
+) -> None:
+    """Run handlers again: one event (EVENT_ID), or every event a filter matches, oldest
+    first at HOOKLATCH_REPLAY_BATCH_RATE a second, in the background (a bulk replay)."""
+    from hooklatch.events import batches
+    from hooklatch.events.browse import EventFilter
+    from hooklatch.events.replay import replay_one
+    from hooklatch.events.serialize import describe_event, describe_replay
 
     runtime = runtime_of(ctx)
+    settings, now = runtime.settings, runtime.clock()
+    actor = requested_by or f"{getpass.getuser()} (cli)"
+    values = {"type" if k == "event_type" else k: v for k, v in filters.items()}
+    chosen = EventFilter.parse(values, now=now)
+    if event_id is not None:
+        if not chosen.is_empty() or dry_run:
+            raise click.UsageError("give an EVENT_ID or a filter, not both")
+        if not reason:
+            raise click.UsageError("--reason is required")
+        with runtime.session_factory.begin() as session:
+            replay = replay_one(session, event_id, actor=actor, reason=reason, now=now)
+            echo_json(describe_replay(replay))
+        return
+    if chosen.is_empty():
+        raise click.UsageError("give an EVENT_ID, or a filter (--status, --provider, ...)")
+    cap = settings.replay_batch_max
+    if dry_run:
+        with runtime.session_factory() as session:
+            found = batches.plan(session, chosen, cap=cap)
+            sample = [describe_event(e) for e in found.sample]
+        if as_json:
+            echo_json({"matched": found.matched, "over_cap": found.over_cap, "sample": sample})
+            return
+        more = "more than " if found.over_cap else ""
+        click.echo(f"{more}{min(found.matched, cap)} events match {chosen.as_dict()}")
+        if found.over_cap:
+            click.echo(f"over HOOKLATCH_REPLAY_BATCH_MAX ({cap}): narrow the filter")
+        for row in sample:
+            click.echo(_event_line(row))
+        return
+    if not reason:
+        raise click.UsageError("--reason is required (or --dry-run)")
     with runtime.session_factory.begin() as session:
-        replay = request_replay(
+        batch = batches.start(
             session,
-            event_id,
-            requested_by=requested_by or f"{getpass.getuser()} (cli)",
+            chosen,
+            actor=actor,
             reason=reason,
-            now=runtime.clock(),
+            cap=cap,
+            rate=settings.replay_batch_rate,
+            now=now,
         )
-        echo_json(describe_replay(replay))
+        shown = batches.describe(session, batch)
+    if as_json:
+        echo_json(shown)
+    else:
+        click.echo(
+            f"bulk replay {shown['id']}: {shown['matched']} events, at most "
+            f"{shown['rate']:g} a second; `hooklatch events batch {shown['id']}` shows how "
+            "far it got"
+        )
+
+
+@events.command("batch")
+@click.argument("batch_id", type=int)
+@click.option("--cancel", is_flag=True, help="Stop it: events not reached are not replayed.")
+@click.option("--by", "requested_by", default=None, help="Who cancels (default: your user name).")
+@click.pass_context
+@friendly
+def events_batch(ctx: click.Context, batch_id: int, cancel: bool, requested_by: str | None) -> None:
+    """A bulk replay's progress, as JSON (or cancel it)."""
+    from hooklatch.events import batches
+
+    runtime = runtime_of(ctx)
+    actor = requested_by or f"{getpass.getuser()} (cli)"
+    with runtime.session_factory.begin() as session:
+        if cancel:
+            batch = batches.cancel(session, batch_id, actor=actor, now=runtime.clock())
+        else:
+            batch = batches.get(session, batch_id)
+        echo_json(batches.describe(session, batch))

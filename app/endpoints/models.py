@@ -46,6 +46,9 @@ class EndpointSecret(Base):
     # of the table alone cannot be used to guess them.
     fingerprint: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # When this secret last verified a delivery alone (written in batches, a few seconds
+    # late at most): during a rotation, the old one stops being used here.
+    last_verified_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     endpoint: Mapped[Endpoint] = relationship(back_populates="secrets")
 

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -54,6 +55,14 @@ class Event(Base):
             "received_at",
             postgresql_where=text("body IS NOT NULL AND status IN ('processed', 'ignored')"),
             sqlite_where=text("body IS NOT NULL AND status IN ('processed', 'ignored')"),
+        ),
+        # The console's list of dead events, newest first, at any table size: only dead
+        # rows are in it, so it costs nothing to events that never die.
+        Index(
+            "ix_events_dead",
+            "id",
+            postgresql_where=text("status = 'dead'"),
+            sqlite_where=text("status = 'dead'"),
         ),
         # The events that repeat an earlier body, counted by endpoint.
         Index(
@@ -125,13 +134,63 @@ class OutboxEntry(Base):
     lost_dispatches: Mapped[int] = mapped_column(Integer, server_default="0")
 
 
+class ReplayBatch(Base):
+    """A bulk replay: the events a filter matched when it was planned (its items),
+    replayed oldest first at a limited rate by the relays, each at most once."""
+
+    __tablename__ = "replay_batches"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    requested_by: Mapped[str] = mapped_column(String(200))
+    reason: Mapped[str] = mapped_column(Text)
+    # The filter as given (EventFilter.as_dict), for the record.
+    filter: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # The newest event id when it was planned: nothing stored later is in it.
+    watermark: Mapped[int] = mapped_column(BigInteger)
+    matched: Mapped[int] = mapped_column(Integer)
+    replayed: Mapped[int] = mapped_column(Integer, default=0)
+    # Events that succeeded since the batch was planned, or whose payload was pruned.
+    skipped: Mapped[int] = mapped_column(Integer, default=0)
+    # Replays requested per second, at most, whichever relays advance it.
+    rate: Mapped[float] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(String(16), default="running", index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # When a relay last advanced it: the next step takes rate times the time since.
+    advanced_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class ReplayBatchItem(Base):
+    """One event of a batch, written when it is planned: the set is frozen then. An item
+    is claimed (``FOR UPDATE SKIP LOCKED``) and given its outcome in the transaction
+    that requests its replay, so no relay replays it twice."""
+
+    __tablename__ = "replay_batch_items"
+
+    batch_id: Mapped[int] = mapped_column(
+        ForeignKey("replay_batches.id", ondelete="CASCADE"), primary_key=True
+    )
+    event_id: Mapped[int] = mapped_column(
+        ForeignKey("events.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    # None while waiting; "replayed", or "skipped" (succeeded since, or payload pruned).
+    outcome: Mapped[str | None] = mapped_column(String(16))
+
+
 class Replay(Base):
     """An explicit request to run an event's handlers again, with who asked and why."""
 
     __tablename__ = "replays"
+    __table_args__ = (
+        # One replay per event and batch, whatever happens to the relay advancing it.
+        UniqueConstraint("batch_id", "event_id"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"), index=True)
+    batch_id: Mapped[int | None] = mapped_column(
+        ForeignKey("replay_batches.id", ondelete="SET NULL")
+    )
     requested_by: Mapped[str] = mapped_column(String(200))
     reason: Mapped[str | None] = mapped_column(Text)
     requested_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -162,5 +221,7 @@ class Attempt(Base):
     outcome: Mapped[str] = mapped_column(String(16))
     handlers: Mapped[str] = mapped_column(Text, default="")
     error: Mapped[str | None] = mapped_column(Text)
+    # The handler's traceback when it raised (bounded), for the console.
+    traceback: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -9,10 +9,33 @@ from sqlalchemy.orm import Session
 
 from hooklatch.errors import NotFound, PayloadPruned
 from hooklatch.events.models import PENDING, Event, OutboxEntry, Replay
+from hooklatch.operations import audit
+
+
+def replay_one(
+    session: Session, event_id: int, *, actor: str, reason: str | None, now: datetime
+) -> Replay:
+    """A replay asked for by someone (the admin API, the console, the CLI), audited."""
+    replay = request_replay(session, event_id, requested_by=actor, reason=reason, now=now)
+    audit.record(
+        session,
+        actor=actor,
+        action="replay",
+        target=f"event {event_id}",
+        now=now,
+        details={"replay_id": replay.id, "reason": reason},
+    )
+    return replay
 
 
 def request_replay(
-    session: Session, event_id: int, *, requested_by: str, reason: str | None, now: datetime
+    session: Session,
+    event_id: int,
+    *,
+    requested_by: str,
+    reason: str | None,
+    now: datetime,
+    batch_id: int | None = None,
 ) -> Replay:
     # Locked: retention prunes or deletes only unlocked events without outbox rows, so
     # once this commits the payload stays until the replay has run.
@@ -28,6 +51,7 @@ def request_replay(
         )
     replay = Replay(
         event_id=event_id,
+        batch_id=batch_id,
         requested_by=requested_by,
         reason=reason,
         requested_at=now,

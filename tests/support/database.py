@@ -22,6 +22,10 @@ TABLES = (
     "refusals",
     "endpoints",
     "heartbeats",
+    "activity",
+    "audit_log",
+    "replay_batch_items",
+    "replay_batches",
     "test_effects",
 )
 

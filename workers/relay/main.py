@@ -9,6 +9,7 @@ from hooklatch.metrics import serve as serve_metrics
 from hooklatch.operations.backlog import BacklogCollector
 from hooklatch.operations.heartbeats import start_heartbeat
 from hooklatch.runtime import Runtime
+from hooklatch.workers.relay.batches import BatchRunner
 from hooklatch.workers.relay.cleanup import Cleanup
 from hooklatch.workers.relay.loop import Relay
 from hooklatch.workers.relay.sinks import make_sink
@@ -16,7 +17,7 @@ from hooklatch.workers.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
-# How long a stopping relay waits for its cleanup and heartbeat threads, in all.
+# How long a stopping relay waits for its cleanup, bulk replay and heartbeat threads.
 STOP_SECONDS = 10.0
 
 
@@ -25,12 +26,14 @@ def run_relay(runtime: Runtime) -> None:
     serve_metrics(runtime.settings.metrics_port, BacklogCollector(runtime))
     cleanup = Cleanup(runtime)
     cleaning = cleanup.start(stop)
+    replaying = BatchRunner(runtime).start(stop)
     beating = start_heartbeat(runtime, "relay", stop, cleanup.state)
     log.info("relay started")
     Relay(runtime, make_sink(runtime)).run(stop)
-    # Cleanup stops between two batches (each one short transaction) and the heartbeat
-    # deletes its row. Both within one bound, well inside an orchestrator's grace: a
-    # batch still running past it rolls back with the process, and its rows wait.
+    # Cleanup stops between two batches (each one short transaction), a bulk replay
+    # between two steps, and the heartbeat deletes its row. All within one bound, well
+    # inside an orchestrator's grace: a transaction still running past it rolls back
+    # with the process, and its rows wait.
     deadline = time.monotonic() + STOP_SECONDS
-    for thread in (cleaning, beating):
+    for thread in (cleaning, replaying, beating):
         thread.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -1,0 +1,239 @@
+"""Bulk replay: plan what a filter matches, then replay it oldest first at a limited rate.
+
+1. **Dry run** (``plan``): how many events match, and the oldest of them, changing
+   nothing.
+2. **Start** (``start``): with a reason, and at most ``HOOKLATCH_REPLAY_BATCH_MAX``
+   events. The set is frozen there: one item row per matching event, none stored later
+   (the newest id then is kept as the batch's watermark). The audit log records who,
+   why, the filter and how many.
+3. **Advance** (``advance``, run by every relay, and by the embedded dispatcher): the
+   batch row is locked with ``SKIP LOCKED``, so one relay advances it at a time, by
+   ``rate`` times the seconds since its last step. Each item is claimed, and given its
+   outcome in the transaction that requests its replay: no event is replayed twice for
+   one batch (``uq_replays_batch_id_event_id`` says so again). An event that succeeded
+   since the batch was planned, or whose payload retention deleted, is skipped.
+4. **Cancel** (``cancel``): items not reached stay unreplayed.
+
+Functions take the session first and never commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, insert, select
+from sqlalchemy.orm import Session
+
+from hooklatch.errors import BadRequest, NotFound
+from hooklatch.events.browse import EventFilter, count
+from hooklatch.events.models import PROCESSED, Event, Replay, ReplayBatch, ReplayBatchItem
+from hooklatch.events.replay import request_replay
+from hooklatch.operations import audit
+
+RUNNING, DONE, CANCELLED = "running", "done", "cancelled"
+REPLAYED, SKIPPED = "replayed", "skipped"
+SAMPLE = 20
+# A step never takes more than this many seconds' worth of replays: after the relays
+# were away for an hour, a batch resumes at its rate instead of all at once.
+MAX_STEP_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    matched: int
+    sample: Sequence[Event]
+    cap: int
+
+    @property
+    def over_cap(self) -> bool:
+        return self.matched > self.cap
+
+
+def plan(session: Session, events: EventFilter, *, cap: int) -> Plan:
+    """What a batch of ``events`` would replay (counting stops past ``cap``)."""
+    sample = session.scalars(
+        select(Event).where(*events.conditions(session)).order_by(Event.id).limit(SAMPLE)
+    ).all()
+    return Plan(matched=count(session, events, up_to=cap), sample=sample, cap=cap)
+
+
+def start(
+    session: Session,
+    events: EventFilter,
+    *,
+    actor: str,
+    reason: str,
+    cap: int,
+    rate: float,
+    now: datetime,
+) -> ReplayBatch:
+    if not reason.strip():
+        raise BadRequest("a bulk replay needs a reason", reason="reason_required")
+    watermark = session.scalar(select(func.max(Event.id))) or 0
+    ids = session.scalars(
+        events.select_ids(session).where(Event.id <= watermark).order_by(Event.id).limit(cap + 1)
+    ).all()
+    if not ids:
+        raise BadRequest("no event matches this filter", reason="nothing_matches")
+    if len(ids) > cap:
+        raise BadRequest(
+            f"this filter matches more than {cap} events, the most one bulk replay may "
+            "touch (HOOKLATCH_REPLAY_BATCH_MAX): narrow it",
+            reason="over_cap",
+        )
+    batch = ReplayBatch(
+        requested_by=actor[:200],
+        reason=reason,
+        filter=events.as_dict(),
+        watermark=watermark,
+        matched=len(ids),
+        replayed=0,
+        skipped=0,
+        rate=rate,
+        status=RUNNING,
+        created_at=now,
+        advanced_at=now,
+    )
+    session.add(batch)
+    session.flush()
+    session.execute(insert(ReplayBatchItem), [{"batch_id": batch.id, "event_id": i} for i in ids])
+    audit.record(
+        session,
+        actor=actor,
+        action="bulk_replay",
+        target=f"batch {batch.id}",
+        now=now,
+        details={"filter": batch.filter, "events": len(ids), "reason": reason, "rate": rate},
+    )
+    return batch
+
+
+def advance(session: Session, *, now: datetime) -> int:
+    """One step of the oldest running batch no other relay is advancing: its share of
+    replays since its last step. Returns how many items it settled."""
+    batch = session.scalars(
+        select(ReplayBatch)
+        .where(ReplayBatch.status == RUNNING)
+        .order_by(ReplayBatch.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+    ).first()
+    if batch is None:
+        return 0
+    elapsed = min(MAX_STEP_SECONDS, max(0.0, (now - batch.advanced_at).total_seconds()))
+    due = int(batch.rate * elapsed)
+    if due < 1:
+        return 0
+    items = session.scalars(
+        select(ReplayBatchItem)
+        .where(ReplayBatchItem.batch_id == batch.id, ReplayBatchItem.outcome.is_(None))
+        .order_by(ReplayBatchItem.event_id)
+        .limit(due)
+        .with_for_update(skip_locked=True)
+    ).all()
+    for item in items:
+        item.outcome = _replay_item(session, batch, item.event_id, now)
+        if item.outcome == REPLAYED:
+            batch.replayed += 1
+        else:
+            batch.skipped += 1
+    batch.advanced_at = now
+    if len(items) < due and not _waiting(session, batch.id):
+        batch.status, batch.finished_at = DONE, now
+    session.flush()
+    return len(items)
+
+
+def cancel(session: Session, batch_id: int, *, actor: str, now: datetime) -> ReplayBatch:
+    batch = session.scalars(
+        select(ReplayBatch).where(ReplayBatch.id == batch_id).with_for_update()
+    ).one_or_none()
+    if batch is None:
+        raise NotFound(f"no bulk replay {batch_id}")
+    if batch.status == RUNNING:
+        batch.status, batch.finished_at = CANCELLED, now
+        audit.record(
+            session,
+            actor=actor,
+            action="bulk_replay_cancelled",
+            target=f"batch {batch.id}",
+            now=now,
+            details={"replayed": batch.replayed, "skipped": batch.skipped},
+        )
+    return batch
+
+
+def get(session: Session, batch_id: int) -> ReplayBatch:
+    batch = session.get(ReplayBatch, batch_id)
+    if batch is None:
+        raise NotFound(f"no bulk replay {batch_id}")
+    return batch
+
+
+def recent(session: Session, *, limit: int = 20) -> Sequence[ReplayBatch]:
+    return session.scalars(select(ReplayBatch).order_by(ReplayBatch.id.desc()).limit(limit)).all()
+
+
+def describe(session: Session, batch: ReplayBatch) -> dict[str, Any]:
+    """The batch, with how its replays have fared so far."""
+    outcomes = dict(
+        session.execute(
+            select(Replay.status, func.count())
+            .where(Replay.batch_id == batch.id)
+            .group_by(Replay.status)
+        ).all()
+    )
+    return {
+        "id": batch.id,
+        "status": batch.status,
+        "requested_by": batch.requested_by,
+        "reason": batch.reason,
+        "filter": batch.filter,
+        "watermark": batch.watermark,
+        "matched": batch.matched,
+        "replayed": batch.replayed,
+        "skipped": batch.skipped,
+        "left": batch.matched - batch.replayed - batch.skipped,
+        "replays": {status: int(n) for status, n in outcomes.items()},
+        "rate": batch.rate,
+        "created_at": batch.created_at.isoformat(),
+        "finished_at": batch.finished_at.isoformat() if batch.finished_at else None,
+    }
+
+
+def _replay_item(session: Session, batch: ReplayBatch, event_id: int, now: datetime) -> str:
+    event = session.scalars(
+        select(Event).where(Event.id == event_id).with_for_update()
+    ).one_or_none()
+    if event is None or event.body is None:
+        return SKIPPED  # deleted or pruned by retention since
+    succeeded_since = (
+        event.status == PROCESSED
+        and event.processed_at is not None
+        and event.processed_at >= batch.created_at
+    )
+    if succeeded_since:
+        return SKIPPED
+    request_replay(
+        session,
+        event_id,
+        requested_by=batch.requested_by,
+        reason=f"bulk replay {batch.id}: {batch.reason}",
+        now=now,
+        batch_id=batch.id,
+    )
+    return REPLAYED
+
+
+def _waiting(session: Session, batch_id: int) -> bool:
+    return (
+        session.scalar(
+            select(ReplayBatchItem.event_id)
+            .where(ReplayBatchItem.batch_id == batch_id, ReplayBatchItem.outcome.is_(None))
+            .limit(1)
+        )
+        is not None
+    )

@@ -1,0 +1,247 @@
+"""Bulk replay by filter: a dry run that changes nothing, a set frozen when planned and
+replayed oldest first at its rate, each event at most once per batch, skips, a cap,
+cancelling, the audit log, and the same through the admin API and the CLI."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from datetime import timedelta
+
+from sqlalchemy import text
+
+from hooklatch.events import batches
+from hooklatch.events.browse import EventFilter
+from tests.support.cli import run_cli
+from tests.support.database import count, load_event
+from tests.support.pipeline import deliver, drain, make_endpoint
+
+AUTH = {"Authorization": "Bearer test-admin-token"}
+
+
+def dead_events(client, runtime, endpoint, *names, event_type="effect.bulk"):
+    """Events stored and left dead, as a handler that kept failing leaves them."""
+    ids = [deliver(client, endpoint, name, event_type) for name in names]
+    with runtime.engine.begin() as c:
+        c.execute(
+            text("UPDATE events SET status = 'dead', attempts = 8 WHERE id = ANY(:i)"), {"i": ids}
+        )
+        c.execute(text("DELETE FROM outbox WHERE event_id = ANY(:i)"), {"i": ids})
+    return ids
+
+
+def step(runtime, now):
+    with runtime.session_factory.begin() as session:
+        return batches.advance(session, now=now)
+
+
+def start(runtime, chosen, *, reason="fixed the bug", rate=100.0, cap=10_000, now=None):
+    with runtime.session_factory.begin() as session:
+        batch = batches.start(
+            session,
+            chosen,
+            actor="alice",
+            reason=reason,
+            cap=cap,
+            rate=rate,
+            now=now or runtime.clock(),
+        )
+        return batch.id, batch.created_at
+
+
+def test_a_dry_run_counts_and_shows_the_oldest_and_changes_nothing(client, runtime):
+    endpoint, _ = make_endpoint(runtime)
+    ids = dead_events(client, runtime, endpoint, "evt_d1", "evt_d2", "evt_d3")
+    deliver(client, endpoint, "evt_pending", "effect.bulk")
+
+    answer = client.post("/admin/replays", json={"status": "dead", "dry_run": True}, headers=AUTH)
+
+    assert answer.status_code == 200, answer.json
+    assert answer.json["matched"] == 3
+    assert [e["id"] for e in answer.json["sample"]] == ids  # oldest first
+    for table in ("replay_batches", "replays", "audit_log"):
+        assert count(runtime, f"SELECT count(*) FROM {table}") == 0, table  # noqa: S608
+
+
+def test_a_batch_replays_its_frozen_set_oldest_first_at_its_rate_each_once(client, runtime, router):
+    router.on("stripe", "effect.bulk")(lambda event, ctx: None)
+    endpoint, _ = make_endpoint(runtime)
+    ids = dead_events(client, runtime, endpoint, *[f"evt_b{n}" for n in range(5)])
+    t0 = runtime.clock()
+    batch_id, _ = start(runtime, EventFilter(status="dead"), rate=2.0, now=t0)
+    late = dead_events(client, runtime, endpoint, "evt_died_after_planning")
+
+    assert step(runtime, t0) == 0  # no time has passed: no replay is due yet
+    assert step(runtime, t0 + timedelta(seconds=1)) == 2
+    replayed = "SELECT event_id FROM replays WHERE batch_id = :b ORDER BY event_id"
+    with runtime.engine.connect() as c:
+        assert list(c.execute(text(replayed), {"b": batch_id}).scalars()) == ids[:2]
+
+    # Two relays at the same moment: one holds the batch, the other finds nothing to do.
+    with runtime.session_factory.begin() as holder:
+        assert batches.advance(holder, now=t0 + timedelta(seconds=2)) == 2
+        other = []
+        thread = threading.Thread(
+            target=lambda: other.append(step(runtime, t0 + timedelta(seconds=2)))
+        )
+        thread.start()
+        thread.join(timeout=10)
+    assert other == [0]
+    assert step(runtime, t0 + timedelta(seconds=3)) == 1
+    assert step(runtime, t0 + timedelta(seconds=9)) == 0
+
+    with runtime.engine.connect() as c:
+        assert list(c.execute(text(replayed), {"b": batch_id}).scalars()) == ids  # not `late`
+    with runtime.session_factory() as session:
+        shown = batches.describe(session, batches.get(session, batch_id))
+    assert (shown["status"], shown["replayed"], shown["skipped"], shown["left"]) == (
+        "done",
+        5,
+        0,
+        0,
+    )
+    drain(runtime)
+    assert [load_event(runtime, i).status for i in ids] == ["processed"] * 5
+    assert load_event(runtime, late[0]).status == "dead"
+    with runtime.session_factory() as session:
+        assert batches.describe(session, batches.get(session, batch_id))["replays"] == {
+            "succeeded": 5
+        }
+
+
+def test_an_event_that_succeeded_since_the_plan_is_skipped(client, runtime, router):
+    router.on("stripe", "effect.bulk")(lambda event, ctx: None)
+    endpoint, _ = make_endpoint(runtime)
+    first, second = dead_events(client, runtime, endpoint, "evt_s1", "evt_s2")
+    t0 = runtime.clock()
+    batch_id, _ = start(runtime, EventFilter(status="dead"), now=t0)
+    client.post(f"/admin/events/{first}/replay", json={"reason": "by hand"}, headers=AUTH)
+    drain(runtime)  # the one-off replay succeeds before the batch reaches the event
+    assert load_event(runtime, first).status == "processed"
+
+    assert step(runtime, t0 + timedelta(seconds=1)) == 2
+    with runtime.session_factory() as session:
+        shown = batches.describe(session, batches.get(session, batch_id))
+    assert (shown["replayed"], shown["skipped"]) == (1, 1)
+    assert count(runtime, "SELECT count(*) FROM replays WHERE batch_id = :b", b=batch_id) == 1
+    assert count(runtime, "SELECT count(*) FROM replays WHERE event_id = :e", e=second) == 1
+
+
+def test_a_batch_needs_a_reason_and_stays_under_its_cap(client, runtime):
+    endpoint, _ = make_endpoint(runtime)
+    dead_events(client, runtime, endpoint, "evt_c1", "evt_c2", "evt_c3")
+
+    no_reason = client.post("/admin/replays", json={"status": "dead"}, headers=AUTH)
+    assert (no_reason.status_code, no_reason.json["error"]) == (400, "reason_required")
+    nothing = client.post(
+        "/admin/replays", json={"status": "dead", "provider": "github", "reason": "x"}, headers=AUTH
+    )
+    assert (nothing.status_code, nothing.json["error"]) == (400, "nothing_matches")
+
+    runtime.settings = replace(runtime.settings, replay_batch_max=2)
+    dry = client.post("/admin/replays", json={"status": "dead", "dry_run": True}, headers=AUTH)
+    assert dry.json["over_cap"] is True
+    over = client.post("/admin/replays", json={"status": "dead", "reason": "x"}, headers=AUTH)
+    assert (over.status_code, over.json["error"]) == (400, "over_cap")
+    assert "HOOKLATCH_REPLAY_BATCH_MAX" in over.json["message"]
+    assert count(runtime, "SELECT count(*) FROM replay_batches") == 0
+
+
+def test_through_the_api_a_batch_runs_shows_progress_and_is_audited(client, runtime, router):
+    router.on("stripe", "effect.bulk")(lambda event, ctx: None)
+    endpoint, _ = make_endpoint(runtime)
+    ids = dead_events(client, runtime, endpoint, "evt_a1", "evt_a2")
+    answer = client.post(
+        "/admin/replays",
+        json={"status": "dead", "type": "effect.*", "reason": "#42 fixed", "requested_by": "bob"},
+        headers=AUTH,
+    )
+    assert answer.status_code == 202, answer.json
+    batch_id = answer.json["id"]
+    assert answer.json["matched"] == 2 and answer.json["left"] == 2
+
+    step(runtime, runtime.clock() + timedelta(seconds=5))
+    drain(runtime)
+    progress = client.get(f"/admin/replays/{batch_id}", headers=AUTH).json
+    assert (progress["status"], progress["replays"]) == ("done", {"succeeded": 2})
+    assert [load_event(runtime, i).status for i in ids] == ["processed", "processed"]
+
+    [entry] = client.get("/admin/audit", headers=AUTH).json["entries"]
+    assert entry["action"] == "bulk_replay" and entry["actor"].startswith("bob")
+    assert entry["details"]["filter"] == {"status": "dead", "type": "effect.*"}
+    assert entry["details"]["events"] == 2 and entry["details"]["reason"] == "#42 fixed"
+
+
+def test_a_cancelled_batch_replays_nothing_more(client, runtime):
+    endpoint, _ = make_endpoint(runtime)
+    dead_events(client, runtime, endpoint, *[f"evt_x{n}" for n in range(4)])
+    t0 = runtime.clock()
+    batch_id, _ = start(runtime, EventFilter(status="dead"), rate=1.0, now=t0)
+    assert step(runtime, t0 + timedelta(seconds=1)) == 1
+
+    cancelled = client.post(f"/admin/replays/{batch_id}/cancel", json={}, headers=AUTH)
+
+    assert cancelled.json["status"] == "cancelled"
+    assert step(runtime, t0 + timedelta(seconds=5)) == 0
+    assert count(runtime, "SELECT count(*) FROM replays") == 1
+    actions = client.get("/admin/audit", headers=AUTH).json["entries"]
+    assert [e["action"] for e in actions] == ["bulk_replay_cancelled", "bulk_replay"]
+
+
+def test_the_cli_dry_run_then_replay_by_filter(client, runtime, settings, router):
+    router.on("stripe", "effect.bulk")(lambda event, ctx: None)
+    endpoint, _ = make_endpoint(runtime)
+    ids = dead_events(client, runtime, endpoint, "evt_cli1", "evt_cli2")
+    args = ["events", "replay", "--status", "dead", "--provider", "stripe", "--since", "2h"]
+
+    dry = run_cli(settings, *args, "--dry-run").output
+    assert "2 events match" in dry and "evt_cli1" in dry
+    assert count(runtime, "SELECT count(*) FROM replay_batches") == 0
+    refused = run_cli(settings, *args, ok=False)
+    assert refused.exit_code == 2 and "--reason is required" in refused.output
+
+    started = run_cli(settings, *args, "--reason", "deploy 1.2.3 fixed it", "--by", "carol").output
+    assert "bulk replay 1: 2 events" in started
+    step(runtime, runtime.clock() + timedelta(seconds=5))
+    drain(runtime)
+    assert [load_event(runtime, i).status for i in ids] == ["processed", "processed"]
+    shown = run_cli(settings, "events", "batch", "1").output
+    assert '"status": "done"' in shown and '"requested_by": "carol"' in shown
+
+
+def test_a_single_replay_is_audited(client, runtime):
+    endpoint, _ = make_endpoint(runtime)
+    (event_id,) = dead_events(client, runtime, endpoint, "evt_one")
+    client.post(
+        f"/admin/events/{event_id}/replay",
+        json={"reason": "try again", "requested_by": "dave"},
+        headers=AUTH,
+    )
+    [entry] = client.get("/admin/audit", headers=AUTH).json["entries"]
+    assert (entry["action"], entry["target"]) == ("replay", f"event {event_id}")
+    assert entry["actor"].startswith("dave") and entry["details"]["reason"] == "try again"
+
+
+def test_events_are_listed_by_filter_a_keyset_page_at_a_time(client, runtime):
+    stripe, _ = make_endpoint(runtime)
+    ids = [deliver(client, stripe, f"evt_l{n}", "invoice.paid") for n in range(5)]
+    other = deliver(client, stripe, "evt_other_type", "customer.created")
+
+    first = client.get("/admin/events?type=invoice.*&limit=2", headers=AUTH).json
+    assert [e["id"] for e in first["events"]] == [ids[4], ids[3]]
+    second = client.get(
+        f"/admin/events?type=invoice.*&limit=2&before={first['next']}", headers=AUTH
+    ).json
+    assert [e["id"] for e in second["events"]] == [ids[2], ids[1]]
+    last = client.get(
+        f"/admin/events?type=invoice.*&limit=2&before={second['next']}", headers=AUTH
+    ).json
+    assert ([e["id"] for e in last["events"]], last["next"]) == ([ids[0]], None)
+
+    found = client.get("/admin/events?external_id=evt_other_type", headers=AUTH).json["events"]
+    assert [e["id"] for e in found] == [other]
+    # SQL's own wildcards in a glob match themselves.
+    assert client.get("/admin/events?type=invoice_paid", headers=AUTH).json["events"] == []
+    bad = client.get("/admin/events?since=yesterday", headers=AUTH)
+    assert (bad.status_code, bad.json["error"]) == (400, "bad_parameter")
+    assert "since must be an ISO 8601 time" in bad.json["message"]
