@@ -1,7 +1,27 @@
 """Every mapped class, imported together so Base.metadata is complete."""
 
-from hooklatch.endpoints.models import Endpoint, EndpointSecret
-from hooklatch.events.models import Attempt, Event, OutboxEntry, Replay
-from hooklatch.operations.models import Heartbeat
+from hooklatch.endpoints.models import Endpoint, EndpointSecret, Refusal
+from hooklatch.events.models import (
+    Attempt,
+    Event,
+    OutboxEntry,
+    Replay,
+    ReplayBatch,
+    ReplayBatchItem,
+)
+from hooklatch.operations.models import ActivityCount, AuditEntry, Heartbeat
 
-__all__ = ["Attempt", "Endpoint", "EndpointSecret", "Event", "Heartbeat", "OutboxEntry", "Replay"]
+__all__ = [
+    "ActivityCount",
+    "Attempt",
+    "AuditEntry",
+    "Endpoint",
+    "EndpointSecret",
+    "Event",
+    "Heartbeat",
+    "OutboxEntry",
+    "Refusal",
+    "Replay",
+    "ReplayBatch",
+    "ReplayBatchItem",
+]

@@ -19,6 +19,7 @@ from hooklatch.endpoints.service import EndpointCache
 from hooklatch.handlers import Router, default_router, import_handler_modules
 from hooklatch.ingest.refusals import RefusalCounter
 from hooklatch.ingest.statements import prepare_ingest_statements
+from hooklatch.operations.activity import ActivityCounter
 from hooklatch.providers.base import Provider
 from hooklatch.providers.loading import load_providers
 from hooklatch.settings import Settings, check_retention
@@ -41,9 +42,14 @@ class Runtime:
     endpoints: EndpointCache | None = None
     # Refused deliveries by endpoint and reason, written in batches (app/ingest/refusals.py).
     refusals: RefusalCounter = field(init=False, repr=False)
+    # Deliveries by endpoint, hour and outcome, written in batches (operations/activity.py).
+    activity: ActivityCounter = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.refusals = RefusalCounter(
+            self.ingest_connection, interval=self.settings.refusal_flush_seconds
+        )
+        self.activity = ActivityCounter(
             self.ingest_connection, interval=self.settings.refusal_flush_seconds
         )
 
@@ -61,6 +67,7 @@ class Runtime:
 
     def dispose(self) -> None:
         self.refusals.close()
+        self.activity.close()
         self.engine.dispose()
         if self.ingest_engine is not None:
             self.ingest_engine.dispose()

@@ -32,6 +32,11 @@ def cleanup(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     click.echo(f"{done.deleted} events {verb} deleted, with their attempts and replays")
     click.echo(f"{done.deleted_refusals} refusal counts {verb} deleted")
     click.echo(f"{done.deleted_heartbeats} heartbeats of processes silent for a day {verb} deleted")
+    click.echo(
+        f"{done.deleted_activity} hours of activity and {done.deleted_batches} finished bulk "
+        f"replays {verb} deleted; {done.deleted_audit} audit entries older than "
+        f"{settings.audit_retention_days:g} days {verb} deleted"
+    )
     if not dry_run:
         click.echo(f"{done.batches} batches in {done.seconds:.2f} s")
     if done.oldest_expired_seconds:

@@ -62,6 +62,7 @@ def event_history(session: Session, event: Event) -> dict[str, Any]:
                 "replay_id": a.replay_id,
                 "handlers": [h for h in a.handlers.split(",") if h],
                 "error": a.error,
+                "traceback": a.traceback,
                 "started_at": _iso(a.started_at),
                 "finished_at": _iso(a.finished_at),
             }
@@ -78,6 +79,7 @@ def describe_replay(replay: Replay) -> dict[str, Any]:
         "status": replay.status,
         "requested_by": replay.requested_by,
         "reason": replay.reason,
+        "batch_id": replay.batch_id,
         "requested_at": _iso(replay.requested_at),
         "finished_at": _iso(replay.finished_at),
         "error": replay.error,

@@ -76,6 +76,14 @@ class IngestRoute:
                 {"error": "internal_error", "message": "internal server error"}, 500
             )
         seen.count(endpoint_id, elapsed())
+        if seen.provider is not None:  # an endpoint that exists: the overview counts it
+            stored = seen.outcome in (ACCEPTED, DUPLICATE)
+            self.runtime.activity.add(
+                endpoint_id,
+                seen.outcome,
+                now=self.runtime.clock(),
+                fingerprint=seen.fingerprint if stored else None,
+            )
         return response(environ, start_response)
 
     def answer(

@@ -37,8 +37,19 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import BindParameter
 
 from hooklatch.endpoints.models import Refusal
-from hooklatch.events.models import IGNORED, PENDING, PROCESSED, Event, OutboxEntry, Replay
-from hooklatch.operations.models import Heartbeat
+from hooklatch.events.batches import RUNNING
+from hooklatch.events.models import (
+    IGNORED,
+    PENDING,
+    PROCESSED,
+    Event,
+    OutboxEntry,
+    Replay,
+    ReplayBatch,
+)
+from hooklatch.operations.activity import delete_before as delete_activity_before
+from hooklatch.operations.activity import hour_of
+from hooklatch.operations.models import ActivityCount, AuditEntry, Heartbeat
 from hooklatch.runtime import Runtime
 
 HEARTBEAT_RETENTION = timedelta(days=1)
@@ -54,6 +65,11 @@ class CleanupPass:
     deleted: int = 0
     deleted_refusals: int = 0
     deleted_heartbeats: int = 0
+    # The console's side tables: hourly activity and finished bulk replays (dedupe
+    # clock), audit entries (their own clock).
+    deleted_activity: int = 0
+    deleted_batches: int = 0
+    deleted_audit: int = 0
     batches: int = 0
     seconds: float = 0.0
     # How far past its clock the oldest row left behind is (0 when none is): grows when
@@ -87,6 +103,7 @@ class Retention:
         """Batches until nothing expired is left (or ``stop()`` says to end early)."""
         now = self.runtime.clock()
         payload_cutoff, dedupe_cutoff = self.cutoffs(now)
+        audit_cutoff = now - timedelta(days=self.settings.audit_retention_days)
         result = CleanupPass(dry_run=dry_run)
         started = time.monotonic()
         if dry_run:
@@ -97,12 +114,26 @@ class Retention:
                 result.deleted_heartbeats = _count(
                     session, Heartbeat, Heartbeat.beat_at < now - HEARTBEAT_RETENTION
                 )
+                result.deleted_activity = _count(
+                    session, ActivityCount, ActivityCount.hour < hour_of(dedupe_cutoff)
+                )
+                result.deleted_batches = _count(session, ReplayBatch, _old_batch(dedupe_cutoff))
+                result.deleted_audit = _count(session, AuditEntry, AuditEntry.at < audit_cutoff)
         else:
             steps = (
                 ("deleted", lambda s: self._delete_events(s, dedupe_cutoff)),
                 ("pruned", lambda s: self._prune_payloads(s, payload_cutoff)),
                 ("deleted_refusals", lambda s: self._delete_refusals(s, dedupe_cutoff)),
                 ("deleted_heartbeats", lambda s: _delete_heartbeats(s, now)),
+                ("deleted_activity", lambda s: delete_activity_before(s, dedupe_cutoff)),
+                (
+                    "deleted_batches",
+                    lambda s: _delete_where(s, ReplayBatch, _old_batch(dedupe_cutoff)),
+                ),
+                (
+                    "deleted_audit",
+                    lambda s: _delete_where(s, AuditEntry, AuditEntry.at < audit_cutoff),
+                ),
             )
             for name, step in steps:
                 while True:
@@ -182,6 +213,16 @@ class Retention:
             delete(Refusal).where(tuple_(Refusal.endpoint_id, Refusal.reason).in_(keys))
         )
         return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def _old_batch(cutoff: datetime) -> ColumnElement[bool]:
+    return and_(ReplayBatch.status != RUNNING, ReplayBatch.created_at < cutoff)
+
+
+def _delete_where(session: Session, entity: Any, condition: ColumnElement[bool]) -> int:
+    """Small side tables: one statement (their rows are few, hours or entries)."""
+    result = session.execute(delete(entity).where(condition))
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
 def _delete_heartbeats(session: Session, now: datetime) -> int:

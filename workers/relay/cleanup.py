@@ -72,7 +72,15 @@ class Cleanup:
 
 
 def record(done: CleanupPass) -> None:
-    for action in ("pruned", "deleted", "deleted_refusals", "deleted_heartbeats"):
+    for action in (
+        "pruned",
+        "deleted",
+        "deleted_refusals",
+        "deleted_heartbeats",
+        "deleted_activity",
+        "deleted_batches",
+        "deleted_audit",
+    ):
         CLEANUP_ROWS.labels(action).inc(getattr(done, action))
     for seconds in done.batch_seconds:
         CLEANUP_BATCH_SECONDS.observe(seconds)

@@ -24,6 +24,7 @@ from hooklatch.events.models import DEAD, IGNORED, PENDING, PROCESSED, Attempt, 
 from hooklatch.handlers import Context, EventView, Route
 from hooklatch.logs import bind
 from hooklatch.metrics import EventTally
+from hooklatch.operations.activity import count_attempts
 from hooklatch.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ def process_chunk(
             rest = event_ids[position:]
             # Unclaimed ones are settled (processed, not due, or another worker's).
             done += [i for i in rest if i not in claimed]
-            writes.apply(session)
+            writes.apply(session, runtime.clock())
             return done, [i for i in rest if i in claimed]
         event = claimed.get(event_id)
         outcome = (
@@ -119,7 +120,7 @@ def process_chunk(
         )
         counts[outcome or "skipped"] += 1
         done.append(event_id)
-    writes.apply(session)
+    writes.apply(session, runtime.clock())
     return done, []
 
 
@@ -178,6 +179,17 @@ def error_text(exc: BaseException) -> str:
     return text.replace("\x00", "\\x00")  # PostgreSQL text cannot hold NUL
 
 
+# The most of a traceback an attempt keeps: its innermost frames, where the error is.
+TRACEBACK_CHARS = 16_000
+
+
+def traceback_text(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception(exc)).strip()
+    if len(text) > TRACEBACK_CHARS:
+        text = "...\n" + text[-TRACEBACK_CHARS:]
+    return text.replace("\x00", "\\x00")
+
+
 def attempt_row(
     event: ClaimedEvent,
     number: int,
@@ -187,6 +199,7 @@ def attempt_row(
     now: datetime,
     *,
     error: str | None = None,
+    trace: str | None = None,
 ) -> dict[str, Any]:
     return {
         "event_id": event.id,
@@ -194,6 +207,7 @@ def attempt_row(
         "outcome": outcome,
         "handlers": ",".join(route.name for route in routes),
         "error": error,
+        "traceback": trace,
         "started_at": started,
         "finished_at": now,
     }
@@ -230,6 +244,8 @@ class _Writes:
 
     events: list[dict[str, Any]] = field(default_factory=list)
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    # (endpoint id, status after the attempt): the console's hourly activity.
+    outcomes: list[tuple[str, str]] = field(default_factory=list)
 
     def add(
         self,
@@ -252,12 +268,14 @@ class _Writes:
             }
         )
         self.attempts.append(attempt)
+        self.outcomes.append((event.endpoint_id, status))
 
-    def apply(self, session: Session) -> None:
+    def apply(self, session: Session, now: datetime) -> None:
         if self.events:
             session.execute(update(Event), self.events)
             session.execute(insert(Attempt), self.attempts)
-        self.events, self.attempts = [], []
+            count_attempts(session, self.outcomes, now=now)
+        self.events, self.attempts, self.outcomes = [], [], []
 
 
 def _process_tallied(
@@ -317,7 +335,9 @@ def _failed(
     settings = runtime.settings
     now = runtime.clock()
     error = error_text(exc)
-    attempt = attempt_row(event, number, FAILED, routes, started, now, error=error)
+    attempt = attempt_row(
+        event, number, FAILED, routes, started, now, error=error, trace=traceback_text(exc)
+    )
     if number >= settings.max_attempts:
         writes.add(event, DEAD, attempt, last_error=error)
         log.error("attempt %d failed, event is dead: %s", number, error)

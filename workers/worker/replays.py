@@ -18,6 +18,7 @@ from hooklatch.workers.worker.processing import (
     context_for,
     error_text,
     run_handlers,
+    traceback_text,
 )
 
 log = logging.getLogger(__name__)
@@ -49,10 +50,12 @@ def process_replay(session: Session, runtime: Runtime, replay_id: int) -> str | 
         number = 1 + (session.scalar(select(func.count()).where(Attempt.event_id == event.id)) or 0)
         routes = runtime.router.handlers_for(event.provider, event.type)
         context = context_for(session, event, number, replay_id=replay.id)
+        trace = None
         try:
             run_handlers(session, runtime, event, routes, context)
         except Exception as exc:
             replay.status, replay.error = FAILED, error_text(exc)
+            trace = traceback_text(exc)
             outcome: str = FAILED
             log.warning("replay %d failed: %s", replay.id, replay.error)
         else:
@@ -66,7 +69,14 @@ def process_replay(session: Session, runtime: Runtime, replay_id: int) -> str | 
         session.add(
             Attempt(
                 **attempt_row(
-                    event, number, outcome, routes, started, replay.finished_at, error=error
+                    event,
+                    number,
+                    outcome,
+                    routes,
+                    started,
+                    replay.finished_at,
+                    error=error,
+                    trace=trace,
                 ),
                 replay_id=replay.id,
             )
