@@ -38,6 +38,7 @@ def create_app(
     from flask import Flask
 
     from hooklatch import logs
+    from hooklatch.admin import console
     from hooklatch.admin.views import bp as admin_bp
     from hooklatch.errors import register_error_handlers
     from hooklatch.health import bp as health_bp
@@ -55,6 +56,7 @@ def create_app(
     register_error_handlers(app)
     app.register_blueprint(health_bp)
     app.register_blueprint(admin_bp)
+    console.init_app(app)
     scrape.init_app(app, runtime)
     app.wsgi_app = IngestRoute(app.wsgi_app, runtime)  # type: ignore[method-assign]
     if runtime.settings.embedded and runtime.settings.start_dispatcher:

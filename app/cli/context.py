@@ -3,6 +3,7 @@ hooklatch's own errors shown as one line."""
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import Callable
 from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -53,3 +54,8 @@ def friendly(command: F) -> F:
             raise click.ClickException(str(exc)) from exc
 
     return cast(F, wrapper)
+
+
+def cli_actor(given: str | None = None) -> str:
+    """Who acts, for the audit log: ``given`` (--by), else the user running the command."""
+    return given or f"{getpass.getuser()} (cli)"

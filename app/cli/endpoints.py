@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 import click
 from sqlalchemy import select
 
-from hooklatch.cli.context import friendly, runtime_of
+from hooklatch.cli.context import cli_actor, friendly, runtime_of
 from hooklatch.cli.output import echo_json, emit
 from hooklatch.cli.secret_input import FILE_HELP, VALUE_HELP, prompt_secret, read_secrets
+from hooklatch.endpoints import changes
 from hooklatch.endpoints.models import Endpoint
 
 if TYPE_CHECKING:
@@ -86,6 +87,7 @@ def endpoints_add(
             box=runtime.box,
             options=given,
         )
+        changes.created(session, endpoint, actor=cli_actor(), now=runtime.clock())
         generated = not secrets
         data = _endpoint_json(runtime, endpoint, plain if generated and plain else None)
     if as_json:
@@ -176,7 +178,7 @@ def _set_enabled(ctx: click.Context, ref: str, enabled: bool) -> None:
     runtime = runtime_of(ctx)
     with runtime.session_factory.begin() as session:
         row = get_endpoint(session, ref)
-        row.enabled = enabled
+        changes.set_enabled(session, row, enabled, actor=cli_actor(), now=runtime.clock())
     click.echo(f"endpoint {row.id} {'enabled' if enabled else 'disabled'}")
 
 
@@ -195,7 +197,7 @@ def secrets_add(ctx: click.Context, endpoint: str, value: str | None, file: Text
     """Add a secret to ENDPOINT; both verify until the old one is removed. Given neither
     --secret nor --secret-file, one is generated where the receiver chooses it (GitHub),
     and asked for at a hidden prompt where the provider does."""
-    from hooklatch.endpoints.service import add_secret, generate_secret, get_endpoint
+    from hooklatch.endpoints.service import generate_secret, get_endpoint
 
     if value is not None and file is not None:
         raise click.UsageError("give --secret or --secret-file, not both")
@@ -212,7 +214,9 @@ def secrets_add(ctx: click.Context, endpoint: str, value: str | None, file: Text
         secret = prompt_secret(f"secret {provider} shows for {endpoint} (input hidden)")
     with runtime.session_factory.begin() as session:
         row = get_endpoint(session, endpoint)
-        added = add_secret(session, row, secret, box=runtime.box)
+        added = changes.secret_added(
+            session, row, secret, box=runtime.box, actor=cli_actor(), now=runtime.clock()
+        )
     if generated:
         click.echo(f"generated secret (shown once): {secret}")
     click.echo(f"secret {added.id} ({added.fingerprint}) added to {row.id}")
@@ -225,10 +229,12 @@ def secrets_add(ctx: click.Context, endpoint: str, value: str | None, file: Text
 @friendly
 def secrets_remove(ctx: click.Context, endpoint: str, secret_ref: str) -> None:
     """Remove a secret by id or fingerprint (not the last one)."""
-    from hooklatch.endpoints.service import get_endpoint, remove_secret
+    from hooklatch.endpoints.service import get_endpoint
 
     runtime = runtime_of(ctx)
     with runtime.session_factory.begin() as session:
         row = get_endpoint(session, endpoint)
-        removed = remove_secret(session, row, secret_ref)
+        removed = changes.secret_removed(
+            session, row, secret_ref, actor=cli_actor(), now=runtime.clock()
+        )
         click.echo(f"secret {removed.id} ({removed.fingerprint}) removed from {row.id}")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import getpass
 from typing import Any
 
 import click
 
-from hooklatch.cli.context import friendly, runtime_of
+from hooklatch.cli.context import cli_actor, friendly, runtime_of
 from hooklatch.cli.output import echo_json, emit
 from hooklatch.events.models import STATUSES, Event
 from hooklatch.events.serialize import MAX_LIST_LIMIT
@@ -90,7 +89,7 @@ def events_replay(
 
     runtime = runtime_of(ctx)
     settings, now = runtime.settings, runtime.clock()
-    actor = requested_by or f"{getpass.getuser()} (cli)"
+    actor = cli_actor(requested_by)
     values = {"type" if k == "event_type" else k: v for k, v in filters.items()}
     chosen = EventFilter.parse(values, now=now)
     if event_id is not None:
@@ -153,7 +152,7 @@ def events_batch(ctx: click.Context, batch_id: int, cancel: bool, requested_by: 
     from hooklatch.events import batches
 
     runtime = runtime_of(ctx)
-    actor = requested_by or f"{getpass.getuser()} (cli)"
+    actor = cli_actor(requested_by)
     with runtime.session_factory.begin() as session:
         if cancel:
             batch = batches.cancel(session, batch_id, actor=actor, now=runtime.clock())

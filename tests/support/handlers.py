@@ -54,3 +54,12 @@ def write_slowly(event, ctx):
     """A handler that takes a while: a job of these spans many chunks."""
     _write(event, ctx)
     time.sleep(0.2)
+
+
+@on("*", "flaky.*")
+def fail_while_broken(event, ctx):
+    """Fails while the test's `broken` marker exists (a downstream outage), then works:
+    the events it killed are fixed by a replay."""
+    _write(event, ctx)
+    if (Path(os.environ["HOOKLATCH_TEST_MARKERS"]) / "broken").exists():
+        raise RuntimeError("the downstream API is down (the test's marker says so)")

@@ -1,0 +1,35 @@
+"""The admin console: server-rendered pages under /admin/console, served by the web
+process. Sign-in with the admin token gives an expiring session cookie; behind a reverse
+proxy that authenticates people, the name it sets in a header (trusted only from the
+proxy's addresses) is used instead. Without either, the console is off, like the API.
+
+Every form that changes something carries a CSRF token (Flask-WTF); every page sends a
+strict Content-Security-Policy (no inline script or style) and refuses to be framed;
+what came in a request (bodies, headers, event types and ids) is only ever rendered
+through Jinja's autoescaping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from flask import Flask, url_for
+
+# Imported for the views and hooks they register on the blueprint.
+from hooklatch.admin.console import auth, endpoints, pages, replays  # noqa: F401
+from hooklatch.admin.console.blueprint import bp
+
+
+@bp.app_template_global()
+def with_query(view: str, params: Mapping[str, Any]) -> str:
+    """A console URL with ``params`` as its query string. The filters' own names can
+    collide with url_for's (``endpoint``), so they are never passed to it as keywords."""
+    query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
+    return url_for(view) + (f"?{query}" if query else "")
+
+
+def init_app(app: Flask) -> None:
+    auth.configure(app)
+    app.register_blueprint(bp)

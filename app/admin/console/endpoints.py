@@ -1,0 +1,98 @@
+"""Endpoints in the console: the URL to give the provider, secrets by fingerprint with
+when each last verified a delivery, refusals by reason; disabling and enabling; adding a
+secret (its value shown on that one page, never again) and removing one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import flash, redirect, render_template, request, url_for
+from sqlalchemy import select
+
+from hooklatch.admin.console.auth import actor
+from hooklatch.admin.console.blueprint import bp
+from hooklatch.endpoints import changes
+from hooklatch.endpoints.models import Endpoint
+from hooklatch.endpoints.service import (
+    endpoint_url,
+    generate_secret,
+    get_endpoint,
+    refusal_counts,
+)
+from hooklatch.runtime import current_runtime
+
+
+@bp.get("/endpoints")
+def endpoints() -> Any:
+    runtime = current_runtime()
+    with runtime.session_factory() as session:
+        rows = [
+            {"endpoint": e, "url": endpoint_url(runtime.settings.public_url, e)}
+            for e in session.scalars(select(Endpoint).order_by(Endpoint.name))
+        ]
+    return render_template("console/endpoints.html", rows=rows)
+
+
+@bp.get("/endpoints/<endpoint_id>")
+def endpoint(endpoint_id: str) -> Any:
+    return _endpoint_page(endpoint_id)
+
+
+def _endpoint_page(endpoint_id: str, *, new_secret: str | None = None) -> Any:
+    runtime = current_runtime()
+    with runtime.session_factory() as session:
+        row = get_endpoint(session, endpoint_id)
+        page = render_template(
+            "console/endpoint.html",
+            endpoint=row,
+            url=endpoint_url(runtime.settings.public_url, row),
+            secrets=list(row.secrets),
+            refused=refusal_counts(session, row.id),
+            generates=runtime.provider(row.provider).generates_secret,
+            new_secret=new_secret,
+        )
+    return page
+
+
+@bp.post("/endpoints/<endpoint_id>/enabled")
+def set_enabled(endpoint_id: str) -> Any:
+    runtime = current_runtime()
+    enable = request.form.get("enabled") == "true"
+    with runtime.session_factory.begin() as session:
+        row = get_endpoint(session, endpoint_id)
+        changes.set_enabled(session, row, enable, actor=actor(), now=runtime.clock())
+    flash("Endpoint enabled." if enable else "Endpoint disabled: its deliveries get 404.", "ok")
+    return redirect(url_for("console.endpoint", endpoint_id=endpoint_id))
+
+
+@bp.post("/endpoints/<endpoint_id>/secrets")
+def add_secret(endpoint_id: str) -> Any:
+    """A secret pasted from the provider, or one generated here: shown once, on the page
+    this answers with (not after a redirect, which would have to carry it), and never
+    again."""
+    runtime = current_runtime()
+    given = request.form.get("secret", "").strip()
+    secret = given or generate_secret()
+    with runtime.session_factory.begin() as session:
+        row = get_endpoint(session, endpoint_id)
+        added = changes.secret_added(
+            session, row, secret, box=runtime.box, actor=actor(), now=runtime.clock()
+        )
+        fingerprint = added.fingerprint
+    flash(f"Secret {fingerprint} added: both verify until you remove the old one.", "ok")
+    if given:  # nothing to show: the usual redirect, so that a reload sends nothing again
+        return redirect(url_for("console.endpoint", endpoint_id=endpoint_id))
+    return _endpoint_page(endpoint_id, new_secret=secret)
+
+
+@bp.post("/endpoints/<endpoint_id>/secrets/<secret_ref>/remove")
+def remove_secret(endpoint_id: str, secret_ref: str) -> Any:
+    runtime = current_runtime()
+    with runtime.session_factory.begin() as session:
+        row = get_endpoint(session, endpoint_id)
+        removed = changes.secret_removed(
+            session, row, secret_ref, actor=actor(), now=runtime.clock()
+        )
+        fingerprint = removed.fingerprint
+    flash(f"Secret {fingerprint} removed.", "ok")
+    return redirect(url_for("console.endpoint", endpoint_id=endpoint_id))

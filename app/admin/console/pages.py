@@ -1,0 +1,245 @@
+"""Signing in, the overview, events and one event, replaying it, and the audit log."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from flask import Response, abort, flash, redirect, render_template, request, url_for
+from sqlalchemy import select
+
+from hooklatch.admin.console.auth import actor, sign_in, sign_out
+from hooklatch.admin.console.blueprint import bp
+from hooklatch.endpoints.models import Endpoint
+from hooklatch.events.browse import EventFilter, page
+from hooklatch.events.models import STATUSES, Event
+from hooklatch.events.replay import replay_one
+from hooklatch.events.serialize import event_history
+from hooklatch.operations import activity, audit
+from hooklatch.runtime import current_runtime
+
+STORED = ("accepted", "duplicate")
+HANDLED = ("processed", "ignored", "failed", "dead")
+# Headers curl writes itself, or that describe the connection rather than the delivery.
+NOT_RESENT = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
+MAX_ID = 2**63 - 1
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login() -> Any:
+    runtime = current_runtime()
+    if not runtime.settings.admin_token:
+        return render_template("console/login.html", token_sign_in=False), 200
+    if request.method == "POST":
+        from hooklatch.admin.console.auth import csrf
+
+        csrf.protect()
+        if sign_in(request.form.get("name", ""), request.form.get("token", "")):
+            return redirect(_safe_next(request.args.get("next")))
+        flash("That is not the admin token.", "error")
+        return render_template("console/login.html", token_sign_in=True), 401
+    return render_template("console/login.html", token_sign_in=True)
+
+
+@bp.post("/logout")
+def logout() -> Any:
+    sign_out()
+    return redirect(url_for("console.login"))
+
+
+@bp.get("/")
+def overview() -> Any:
+    runtime = current_runtime()
+    now = runtime.clock()
+    with runtime.session_factory() as session:
+        endpoints = session.scalars(select(Endpoint).order_by(Endpoint.name)).all()
+        seen = activity.overview(session, now=now)
+        hours = activity.series(session, now=now)
+        rows = [_overview_row(e, seen, now) for e in endpoints]
+    return render_template("console/overview.html", rows=rows, chart=_chart(hours), now=now)
+
+
+def _overview_row(endpoint: Endpoint, seen: dict[str, Any], now: datetime) -> dict[str, Any]:
+    counts = seen["counts"].get(endpoint.id, {})
+    waiting = seen["waiting"].get(endpoint.id, {})
+    oldest = waiting.get("oldest_pending")
+    refused = {
+        outcome: n
+        for outcome, n in sorted(counts.items())
+        if outcome not in (*STORED, *HANDLED, "handshake")
+    }
+    return {
+        "endpoint": endpoint,
+        "accepted": counts.get("accepted", 0),
+        "duplicate": counts.get("duplicate", 0),
+        "refused": refused,
+        "processed": counts.get("processed", 0),
+        "failed": counts.get("failed", 0),
+        "dead": counts.get("dead", 0),
+        "pending_now": waiting.get("pending", 0),
+        "dead_now": waiting.get("dead", 0),
+        "oldest_pending_seconds": (now - oldest).total_seconds() if oldest else None,
+    }
+
+
+def _chart(hours: list[dict[str, Any]]) -> dict[str, Any]:
+    """Bars for an SVG drawn in the template: deliveries stored, and failures, per hour."""
+    width, height, gap = 24, 100, 4
+    top = max([1, *(h["deliveries"] for h in hours), *(h["failures"] for h in hours)])
+    bars = []
+    for position, hour in enumerate(hours):
+        stored = round(height * hour["deliveries"] / top)
+        failed = round(height * hour["failures"] / top)
+        x = position * (width + gap)
+        bars.append(
+            {
+                "x": x,
+                "stored_y": height - stored,
+                "stored": stored,
+                "failed_x": x + width // 2,
+                "failed_y": height - failed,
+                "failed": failed,
+                "label": hour["hour"].strftime("%H:00"),
+                "deliveries": hour["deliveries"],
+                "failures": hour["failures"],
+            }
+        )
+    return {"bars": bars, "width": len(hours) * (width + gap), "height": height, "top": top}
+
+
+@bp.get("/events")
+def events() -> Any:
+    runtime = current_runtime()
+    args = {k: v for k, v in request.args.items() if k != "before"}
+    chosen = EventFilter.parse(args, now=runtime.clock())
+    before = _id_or_none(request.args.get("before"))
+    with runtime.session_factory() as session:
+        rows, after = page(session, chosen, before=before)
+        names = dict(session.execute(select(Endpoint.id, Endpoint.name)).tuples().all())
+        providers = sorted(set(session.scalars(select(Endpoint.provider))))
+    return render_template(
+        "console/events.html",
+        rows=rows,
+        after=after,
+        args=args,
+        names=names,
+        statuses=STATUSES,
+        providers=providers,
+        filtered=not chosen.is_empty(),
+    )
+
+
+@bp.get("/events/<int:event_id>")
+def event(event_id: int) -> Any:
+    runtime = current_runtime()
+    with runtime.session_factory() as session:
+        row = session.get(Event, event_id)
+        if row is None:
+            abort(404)
+        history = event_history(session, row)
+        endpoint = session.get(Endpoint, row.endpoint_id)
+        body, headers = row.body, dict(row.headers or {})
+    return render_template(
+        "console/event.html",
+        event=history,
+        endpoint=endpoint,
+        body_text=_pretty(body),
+        body_size=len(body) if body is not None else None,
+        headers=sorted(headers.items()),
+        curl=_curl(runtime.settings.public_url, history["endpoint_id"], event_id, headers, body),
+    )
+
+
+@bp.get("/events/<int:event_id>/body")
+def event_body(event_id: int) -> Any:
+    """The exact bytes as received, as a download (never rendered by the browser)."""
+    with current_runtime().session_factory() as session:
+        row = session.get(Event, event_id)
+        if row is None or row.body is None:
+            abort(404)
+        body = row.body
+    return Response(
+        body,
+        mimetype="application/octet-stream",
+        headers={"Content-Disposition": f'attachment; filename="event-{event_id}.body"'},
+    )
+
+
+@bp.post("/events/<int:event_id>/replay")
+def replay(event_id: int) -> Any:
+    runtime = current_runtime()
+    reason = request.form.get("reason", "").strip()
+    if not reason:
+        flash("A replay needs a reason.", "error")
+        return redirect(url_for("console.event", event_id=event_id))
+    with runtime.session_factory.begin() as session:
+        replay_one(session, event_id, actor=actor(), reason=reason, now=runtime.clock())
+    runtime.wake_dispatcher()
+    flash("Replay requested: its attempt appears below once a worker has run it.", "ok")
+    return redirect(url_for("console.event", event_id=event_id))
+
+
+@bp.get("/audit")
+def audit_log() -> Any:
+    before = _id_or_none(request.args.get("before"))
+    with current_runtime().session_factory() as session:
+        entries = audit.recent(session, before=before, limit=50)
+        shown = [audit.describe(e) for e in entries]
+    after = shown[-1]["id"] if len(shown) == 50 else None
+    return render_template("console/audit.html", entries=shown, after=after)
+
+
+def _pretty(body: bytes | None) -> str | None:
+    """The body as indented JSON when it is JSON, else as text when it decodes, else
+    None (the download has the bytes)."""
+    if body is None:
+        return None
+    try:
+        return json.dumps(json.loads(body), indent=2, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        pass
+    try:
+        return body.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def _curl(
+    public_url: str, endpoint_id: str, event_id: int, headers: dict[str, str], body: bytes | None
+) -> str | None:
+    """A curl command that sends the delivery again as received: its signature headers
+    included, so it verifies again while the provider's timestamp tolerance allows."""
+    if body is None:
+        return None
+    parts = ["curl", "-sS", "-X", "POST", shlex.quote(f"{public_url}/hooks/{endpoint_id}")]
+    for name, value in sorted(headers.items()):
+        if name not in NOT_RESENT:
+            parts += ["-H", shlex.quote(f"{name}: {value}")]
+    try:
+        text = body.decode()
+    except UnicodeDecodeError:
+        parts += ["--data-binary", shlex.quote(f"@event-{event_id}.body")]
+    else:
+        parts += ["--data-binary", shlex.quote(text)]
+    return " ".join(parts)
+
+
+def _id_or_none(text: str | None) -> int | None:
+    if not text or not text.isascii() or not text.isdigit() or len(text) > 19:
+        return None
+    number = int(text)
+    return number if 1 <= number <= MAX_ID else None
+
+
+def _safe_next(target: str | None) -> str:
+    """Back where the sign-in was asked for, if that is a console page: never elsewhere."""
+    default = url_for("console.overview")
+    if not target:
+        return default
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/admin/console/"):
+        return default
+    return target

@@ -1,0 +1,85 @@
+"""Bulk replay in the console: the current filter's dry run, a confirmation with a reason,
+the batch's progress (the page refreshes itself), and cancelling it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import flash, redirect, render_template, request, url_for
+
+from hooklatch.admin.console.auth import actor
+from hooklatch.admin.console.blueprint import bp
+from hooklatch.events import batches
+from hooklatch.events.browse import EventFilter
+from hooklatch.events.serialize import describe_event
+from hooklatch.runtime import current_runtime
+
+FILTER_FIELDS = ("status", "provider", "endpoint", "type", "external_id", "since", "until")
+
+
+@bp.get("/replays")
+def replays() -> Any:
+    with current_runtime().session_factory() as session:
+        shown = [batches.describe(session, b) for b in batches.recent(session)]
+    return render_template("console/replays.html", batches=shown)
+
+
+@bp.get("/replays/new")
+def plan_replay() -> Any:
+    """The dry run of the filter given: how many events, the oldest of them, and the form
+    that starts the batch. Nothing changes until that form is sent."""
+    runtime = current_runtime()
+    values = {k: request.args.get(k, "") for k in FILTER_FIELDS}
+    chosen = EventFilter.parse(values, now=runtime.clock())
+    if chosen.is_empty():
+        flash("Choose events first: a bulk replay replays what a filter matches.", "error")
+        return redirect(url_for("console.events"))
+    with runtime.session_factory() as session:
+        found = batches.plan(session, chosen, cap=runtime.settings.replay_batch_max)
+        sample = [describe_event(e) for e in found.sample]
+    return render_template(
+        "console/replay_plan.html",
+        plan=found,
+        sample=sample,
+        # The times as they were resolved now ("2h" ago stays the same two hours).
+        fields=chosen.as_dict(),
+        rate=runtime.settings.replay_batch_rate,
+    )
+
+
+@bp.post("/replays")
+def start_replay() -> Any:
+    runtime = current_runtime()
+    values = {k: request.form.get(k, "") for k in FILTER_FIELDS}
+    now = runtime.clock()
+    chosen = EventFilter.parse(values, now=now)
+    with runtime.session_factory.begin() as session:
+        batch = batches.start(
+            session,
+            chosen,
+            actor=actor(),
+            reason=request.form.get("reason", ""),
+            cap=runtime.settings.replay_batch_max,
+            rate=runtime.settings.replay_batch_rate,
+            now=now,
+        )
+        batch_id = batch.id
+    runtime.wake_dispatcher()
+    flash(f"Bulk replay {batch_id} started.", "ok")
+    return redirect(url_for("console.replay_batch", batch_id=batch_id))
+
+
+@bp.get("/replays/<int:batch_id>")
+def replay_batch(batch_id: int) -> Any:
+    with current_runtime().session_factory() as session:
+        shown = batches.describe(session, batches.get(session, batch_id))
+    return render_template("console/replay_batch.html", batch=shown)
+
+
+@bp.post("/replays/<int:batch_id>/cancel")
+def cancel_replay(batch_id: int) -> Any:
+    runtime = current_runtime()
+    with runtime.session_factory.begin() as session:
+        batches.cancel(session, batch_id, actor=actor(), now=runtime.clock())
+    flash(f"Bulk replay {batch_id} cancelled: events not reached are not replayed.", "ok")
+    return redirect(url_for("console.replay_batch", batch_id=batch_id))

@@ -1,0 +1,80 @@
+"""Endpoint and secret changes made by someone (the CLI, the console), each with its audit
+entry in the same transaction. A secret is named by its fingerprint, never its value."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from hooklatch.crypto import SecretBox
+from hooklatch.endpoints.models import Endpoint, EndpointSecret
+from hooklatch.endpoints.service import add_secret, remove_secret
+from hooklatch.operations import audit
+
+
+def set_enabled(
+    session: Session, endpoint: Endpoint, enabled: bool, *, actor: str, now: datetime
+) -> None:
+    if endpoint.enabled == enabled:
+        return
+    endpoint.enabled = enabled
+    audit.record(
+        session,
+        actor=actor,
+        action="endpoint_enabled" if enabled else "endpoint_disabled",
+        target=f"endpoint {endpoint.id}",
+        now=now,
+        details={"name": endpoint.name, "provider": endpoint.provider},
+    )
+
+
+def created(session: Session, endpoint: Endpoint, *, actor: str, now: datetime) -> None:
+    audit.record(
+        session,
+        actor=actor,
+        action="endpoint_created",
+        target=f"endpoint {endpoint.id}",
+        now=now,
+        details={
+            "name": endpoint.name,
+            "provider": endpoint.provider,
+            "secrets": [s.fingerprint for s in endpoint.secrets],
+        },
+    )
+
+
+def secret_added(
+    session: Session,
+    endpoint: Endpoint,
+    secret: str,
+    *,
+    box: SecretBox,
+    actor: str,
+    now: datetime,
+) -> EndpointSecret:
+    row = add_secret(session, endpoint, secret, box=box)
+    audit.record(
+        session,
+        actor=actor,
+        action="secret_added",
+        target=f"endpoint {endpoint.id}",
+        now=now,
+        details={"fingerprint": row.fingerprint, "secret_id": row.id},
+    )
+    return row
+
+
+def secret_removed(
+    session: Session, endpoint: Endpoint, secret_ref: str, *, actor: str, now: datetime
+) -> EndpointSecret:
+    row = remove_secret(session, endpoint, secret_ref)
+    audit.record(
+        session,
+        actor=actor,
+        action="secret_removed",
+        target=f"endpoint {endpoint.id}",
+        now=now,
+        details={"fingerprint": row.fingerprint, "secret_id": row.id},
+    )
+    return row
