@@ -99,11 +99,12 @@ def test_sign_in_filter_open_an_event_replay_it_and_see_the_new_attempt(page, st
     sign_in(page)
     cookie = next(c for c in page.context.cookies() if c["name"] == "hooklatch_console")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["expires"] > 0
-    page.goto("/admin/console/")  # the counts are written every couple of seconds
+    row = page.locator("table tbody tr", has_text="billing")
+    # The web process writes its counts every couple of seconds.
     wait_for(
-        lambda: page.reload() or "billing" in page.inner_text("table"),
+        lambda: page.reload() or row.locator("td.n").first.inner_text() == "2",
         timeout=15,
-        message="the overview listing the endpoint",
+        message="the overview counting the two deliveries accepted",
     )
     screenshot(page, "overview")
 
