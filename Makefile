@@ -5,12 +5,13 @@
 # make bench-hostile: slow clients and a flood of bad signatures (bench/hostile.py).
 # make bench-retention: cleanup's rate against ingest's, and a soak (bench/retention.py).
 # make bench-arrivals: events arriving over HTTP while (or before) workers run (bench/arrivals.py).
+# make bench-replay: a bulk replay of 10,000 dead events beside live deliveries (bench/replay.py).
 # make chaos: processes killed at random under load, five runs (see bench/chaos.py).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run install install-dev install-bench lock lint fmt test bench bench-smoke bench-hostile bench-retention bench-arrivals chaos
+.PHONY: run install install-dev install-bench lock lint fmt test bench bench-smoke bench-hostile bench-retention bench-arrivals bench-replay chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -85,6 +86,7 @@ bench-smoke: install-bench
 	$(BIN)/python -m bench.hostile --smoke
 	$(BIN)/python -m bench.retention --smoke
 	$(BIN)/python -m bench.arrivals --smoke
+	$(BIN)/python -m bench.replay --smoke
 
 # Slow clients and a flood of bad signatures, in one run (docs/benchmarks.md).
 bench-hostile: install-bench
@@ -98,6 +100,10 @@ bench-retention: install-bench
 # a backlog after an outage; hooklatch against the naive receiver (bench/arrivals.py).
 bench-arrivals: install-bench
 	$(BIN)/python -m bench.arrivals
+
+# A bulk replay of dead events while deliveries keep arriving (docs/benchmarks.md).
+bench-replay: install-bench
+	$(BIN)/python -m bench.replay
 
 chaos: install-bench
 	$(BIN)/python -m bench.chaos $(CHAOS_ARGS)
