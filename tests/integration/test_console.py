@@ -201,3 +201,28 @@ def test_a_page_of_events_reads_an_index_at_any_depth(runtime, many_events):
         # A page deep in the table is planned the same way (keyset, not OFFSET).
         _, [deep] = plans(runtime, chosen, before=rows[-1].id // 3 or 1)
         assert all(kind != "Seq Scan" for kind, _ in scans(deep)), (chosen, scans(deep))
+
+
+def test_copy_as_curl_sends_the_delivery_again_and_it_verifies(app_with, runtime, client):
+    """The command, run against the receiver (here its test client), verifies again:
+    answered duplicate, not refused."""
+    import html
+    import shlex
+    from urllib.parse import urlsplit
+
+    endpoint, _ = make_endpoint(runtime)
+    event_id = deliver(client, endpoint, "evt_curl")
+    console, _ = signed_in(app_with())
+    page_ = console.get(f"/admin/console/events/{event_id}").get_data(as_text=True)
+    command = html.unescape(re.search(r'<pre class="curl" id="curl">(.*?)</pre>', page_, re.S)[1])
+    words = shlex.split(command)
+    assert words[:4] == ["curl", "-sS", "-X", "POST"]
+    url, rest = words[4], words[5:]
+    headers = dict(rest[i + 1].split(": ", 1) for i in range(0, len(rest) - 2, 2))
+    assert rest[-2] == "--data-binary"
+    assert "stripe-signature" in headers and "host" not in headers
+
+    again = client.post(urlsplit(url).path, data=rest[-1].encode(), headers=headers)
+
+    assert again.status_code == 200, again.json
+    assert (again.json["status"], again.json["events"][0]["id"]) == ("duplicate", event_id)

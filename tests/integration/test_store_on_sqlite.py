@@ -141,3 +141,19 @@ def test_cleanup_takes_prunable_payloads_from_their_index_on_sqlite(embedded):
         event.remove(runtime.engine, "before_cursor_execute", explain)
     assert any("ix_events_prunable" in line for line in plans), plans
     assert not any("TEMP B-TREE" in line for line in plans), plans
+
+
+def test_the_console_counts_deliveries_on_sqlite(embedded):
+    from hooklatch.operations import activity
+
+    client, runtime = embedded(FIRST_SEEN)
+    endpoint, _ = make_endpoint(runtime, "github", secrets=["gh-secret"])
+    body = json.dumps({"action": "opened", "issue": {"number": 1}}).encode()
+    for delivery in ("d-1", "d-1", "d-2"):  # the second is a duplicate
+        headers = github_headers(body, "gh-secret", event="issues", delivery=delivery)
+        assert client.post(f"/hooks/{endpoint}", data=body, headers=headers).status_code == 200
+    runtime.activity.flush()
+    runtime.activity.flush()  # nothing held: nothing written twice
+    with runtime.session_factory() as session:
+        seen = activity.overview(session, now=FIRST_SEEN)
+    assert seen["counts"][endpoint] == {"accepted": 2, "duplicate": 1}
