@@ -214,7 +214,9 @@ def test_copy_as_curl_sends_the_delivery_again_and_it_verifies(app_with, runtime
     event_id = deliver(client, endpoint, "evt_curl")
     console, _ = signed_in(app_with())
     page_ = console.get(f"/admin/console/events/{event_id}").get_data(as_text=True)
-    command = html.unescape(re.search(r'<pre class="curl" id="curl">(.*?)</pre>', page_, re.S)[1])
+    shown = re.search(r'<pre class="curl" id="curl">(.*?)</pre>', page_, re.S)
+    assert shown, "no curl command on the page"
+    command = html.unescape(shown[1])
     words = shlex.split(command)
     assert words[:4] == ["curl", "-sS", "-X", "POST"]
     url, rest = words[4], words[5:]
