@@ -49,8 +49,11 @@ class Runtime:
         self.refusals = RefusalCounter(
             self.ingest_connection, interval=self.settings.refusal_flush_seconds
         )
+        # In one transaction each time: a flush that fails part-way writes nothing, and
+        # is tried again whole (on the autocommit ingest connections, what it had written
+        # would be counted twice).
         self.activity = ActivityCounter(
-            self.ingest_connection, interval=self.settings.refusal_flush_seconds
+            self.engine.begin, interval=self.settings.refusal_flush_seconds
         )
 
     @contextmanager

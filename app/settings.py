@@ -77,6 +77,13 @@ def _check_fernet_keys(keys: tuple[str, ...]) -> None:
             ) from None
 
 
+# A bulk replay advances in steps of up to five seconds' worth: under 0.2 a second, a
+# step would never be due.
+MIN_REPLAY_RATE, MAX_REPLAY_RATE = 0.2, 10_000.0
+# Retention clocks and the session's life, at most (a longer one overflows a date).
+MAX_CLOCK_DAYS = 36_500
+
+
 def _check_networks(networks: tuple[str, ...]) -> None:
     for network in networks:
         try:
@@ -172,10 +179,11 @@ class Settings:
     worker_max_jobs: int = 500
     # The console (/admin/console): a sign-in with the admin token lasts this long; or,
     # behind a reverse proxy that authenticates people (oauth2-proxy), the request header
-    # that names them, trusted only from these addresses.
+    # that names them, trusted only from these addresses (no default: a public proxy on
+    # the same host must not be trusted by accident).
     admin_session_hours: float = 8.0
     admin_proxy_header: str | None = None
-    admin_proxy_ips: tuple[str, ...] = ("127.0.0.1", "::1")
+    admin_proxy_ips: tuple[str, ...] = ()
     # A bulk replay touches at most this many events, replayed this many a second.
     replay_batch_max: int = 10_000
     replay_batch_rate: float = 50.0
@@ -242,7 +250,7 @@ class Settings:
                 env, "HOOKLATCH_ADMIN_SESSION_HOURS", cls.admin_session_hours
             ),
             admin_proxy_header=env.get("HOOKLATCH_ADMIN_PROXY_HEADER") or None,
-            admin_proxy_ips=_list(env.get("HOOKLATCH_ADMIN_PROXY_IPS")) or cls.admin_proxy_ips,
+            admin_proxy_ips=_list(env.get("HOOKLATCH_ADMIN_PROXY_IPS")),
             replay_batch_max=_int(
                 env, "HOOKLATCH_REPLAY_BATCH_MAX", cls.replay_batch_max, minimum=1
             ),
@@ -292,6 +300,24 @@ class Settings:
                 "event's row, payload included, is deleted at the dedupe clock"
             )
         _check_networks(self.admin_proxy_ips)
+        if self.admin_proxy_header and not self.admin_proxy_ips:
+            raise SettingsError(
+                "HOOKLATCH_ADMIN_PROXY_HEADER needs HOOKLATCH_ADMIN_PROXY_IPS: the addresses of "
+                "the proxy that signs people in, the only ones its header is trusted from"
+            )
+        if not MIN_REPLAY_RATE <= self.replay_batch_rate <= MAX_REPLAY_RATE:
+            raise SettingsError(
+                f"HOOKLATCH_REPLAY_BATCH_RATE must be from {MIN_REPLAY_RATE:g} to "
+                f"{MAX_REPLAY_RATE:g} replays a second, got {self.replay_batch_rate:g}"
+            )
+        for name, days in (
+            ("HOOKLATCH_DEDUPE_RETENTION_DAYS", self.dedupe_retention_days),
+            ("HOOKLATCH_PAYLOAD_RETENTION_DAYS", self.payload_retention_days),
+            ("HOOKLATCH_AUDIT_RETENTION_DAYS", self.audit_retention_days),
+            ("HOOKLATCH_ADMIN_SESSION_HOURS", self.admin_session_hours / 24),
+        ):
+            if days > MAX_CLOCK_DAYS:
+                raise SettingsError(f"{name} must be at most {MAX_CLOCK_DAYS} days")
         for name, seconds in (
             ("HOOKLATCH_ADMIN_SESSION_HOURS", self.admin_session_hours),
             ("HOOKLATCH_REPLAY_BATCH_RATE", self.replay_batch_rate),

@@ -57,5 +57,6 @@ def friendly(command: F) -> F:
 
 
 def cli_actor(given: str | None = None) -> str:
-    """Who acts, for the audit log: ``given`` (--by), else the user running the command."""
-    return given or f"{getpass.getuser()} (cli)"
+    """Who acts, for the audit log: ``given`` (--by), else the user running the command;
+    either way marked as the CLI's."""
+    return f"{given or getpass.getuser()} (cli)"

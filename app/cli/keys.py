@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hooklatch.cli.context import friendly, runtime_of
+from hooklatch.cli.context import cli_actor, friendly, runtime_of
 
 
 @click.group()
@@ -27,8 +27,18 @@ def keys_rotate(ctx: click.Context) -> None:
     """Re-encrypt every stored secret and secret option with the first key, and key the
     secrets' fingerprints to it; then older keys can be dropped."""
     from hooklatch.endpoints.service import rotate_keys
+    from hooklatch.operations import audit
 
     runtime = runtime_of(ctx)
     with runtime.session_factory.begin() as session:
         rotated = rotate_keys(session, runtime.box)
+        # Every secret's fingerprint changes: earlier entries name them by the old ones.
+        audit.record(
+            session,
+            actor=cli_actor(),
+            action="keys_rotated",
+            target="every secret",
+            now=runtime.clock(),
+            details={"values": rotated},
+        )
     click.echo(f"re-encrypted {rotated} values with the first key; fingerprints recomputed")

@@ -28,8 +28,15 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
 from hooklatch.errors import BadRequest, NotFound
-from hooklatch.events.browse import EventFilter, count
-from hooklatch.events.models import PROCESSED, Event, Replay, ReplayBatch, ReplayBatchItem
+from hooklatch.events.browse import EventFilter, bounded, count, oldest
+from hooklatch.events.models import (
+    PENDING,
+    PROCESSED,
+    Event,
+    Replay,
+    ReplayBatch,
+    ReplayBatchItem,
+)
 from hooklatch.events.replay import request_replay
 from hooklatch.operations import audit
 
@@ -54,9 +61,7 @@ class Plan:
 
 def plan(session: Session, events: EventFilter, *, cap: int) -> Plan:
     """What a batch of ``events`` would replay (counting stops past ``cap``)."""
-    sample = session.scalars(
-        select(Event).where(*events.conditions(session)).order_by(Event.id).limit(SAMPLE)
-    ).all()
+    sample = oldest(session, events, limit=SAMPLE)
     return Plan(matched=count(session, events, up_to=cap), sample=sample, cap=cap)
 
 
@@ -73,9 +78,13 @@ def start(
     if not reason.strip():
         raise BadRequest("a bulk replay needs a reason", reason="reason_required")
     watermark = session.scalar(select(func.max(Event.id))) or 0
-    ids = session.scalars(
-        events.select_ids(session).where(Event.id <= watermark).order_by(Event.id).limit(cap + 1)
-    ).all()
+    with bounded(session):
+        ids = session.scalars(
+            events.select_ids(session)
+            .where(Event.id <= watermark)
+            .order_by(Event.id)
+            .limit(cap + 1)
+        ).all()
     if not ids:
         raise BadRequest("no event matches this filter", reason="nothing_matches")
     if len(ids) > cap:
@@ -112,13 +121,22 @@ def start(
 
 
 def advance(session: Session, *, now: datetime) -> int:
-    """One step of the oldest running batch no other relay is advancing: its share of
-    replays since its last step. Returns how many items it settled."""
-    batch = session.scalars(
-        select(ReplayBatch)
+    """One step of the oldest running batch, unless another relay is advancing it: its
+    share of replays since its last step. Returns how many items it settled."""
+    # The oldest running batch, and only it: batches run one after the other, so the rate
+    # holds whatever the number of batches and relays. A relay that finds it locked (by
+    # another relay advancing it) does nothing this time.
+    oldest = session.scalar(
+        select(ReplayBatch.id)
         .where(ReplayBatch.status == RUNNING)
         .order_by(ReplayBatch.id)
         .limit(1)
+    )
+    if oldest is None:
+        return 0
+    batch = session.scalars(
+        select(ReplayBatch)
+        .where(ReplayBatch.id == oldest, ReplayBatch.status == RUNNING)
         .with_for_update(skip_locked=True)
     ).first()
     if batch is None:
@@ -179,6 +197,14 @@ def recent(session: Session, *, limit: int = 20) -> Sequence[ReplayBatch]:
 
 def describe(session: Session, batch: ReplayBatch) -> dict[str, Any]:
     """The batch, with how its replays have fared so far."""
+    left = (
+        session.scalar(
+            select(func.count()).where(
+                ReplayBatchItem.batch_id == batch.id, ReplayBatchItem.outcome.is_(None)
+            )
+        )
+        or 0
+    )
     outcomes = dict(
         session.execute(
             select(Replay.status, func.count())
@@ -196,7 +222,9 @@ def describe(session: Session, batch: ReplayBatch) -> dict[str, Any]:
         "matched": batch.matched,
         "replayed": batch.replayed,
         "skipped": batch.skipped,
-        "left": batch.matched - batch.replayed - batch.skipped,
+        # Items not reached yet (or never, once cancelled); retention deletes an item with
+        # its event, so this, not matched minus the others, is what is left.
+        "left": int(left),
         "replays": {status: int(n) for status, n in outcomes.items()},
         "rate": batch.rate,
         "created_at": batch.created_at.isoformat(),
@@ -215,7 +243,11 @@ def _replay_item(session: Session, batch: ReplayBatch, event_id: int, now: datet
         and event.processed_at is not None
         and event.processed_at >= batch.created_at
     )
-    if succeeded_since:
+    # Pending (a provider's retry re-armed it), or a replay of it waiting (another batch,
+    # the same batch confirmed twice, a replay by hand): its handlers are about to run
+    # anyway; a replay now would run them a second time.
+    waiting = event.status == PENDING or _replay_waiting(session, event_id)
+    if succeeded_since or waiting:
         return SKIPPED
     request_replay(
         session,
@@ -226,6 +258,15 @@ def _replay_item(session: Session, batch: ReplayBatch, event_id: int, now: datet
         batch_id=batch.id,
     )
     return REPLAYED
+
+
+def _replay_waiting(session: Session, event_id: int) -> bool:
+    return (
+        session.scalar(
+            select(Replay.id).where(Replay.event_id == event_id, Replay.status == PENDING).limit(1)
+        )
+        is not None
+    )
 
 
 def _waiting(session: Session, batch_id: int) -> bool:

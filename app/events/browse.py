@@ -16,13 +16,16 @@ what the first does at any table size. Each condition is chosen to stay on an in
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, select, tuple_
-from sqlalchemy.orm import Session
+from psycopg2.errors import QueryCanceled
+from sqlalchemy import ColumnElement, Select, func, select, text, tuple_
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, defer
 
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.errors import BadRequest
@@ -30,9 +33,12 @@ from hooklatch.events.models import STATUSES, Event
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
+# How long one browsing statement may read before it is stopped (PostgreSQL).
+BROWSE_TIMEOUT_MS = 5000
 _AGO = re.compile(r"^(\d{1,6})([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 TEXT_LIMIT = 255  # events.type and events.external_id
+MAX_AGE = timedelta(days=36_500)
 
 
 @dataclass(frozen=True)
@@ -116,14 +122,26 @@ class EventFilter:
 def page(
     session: Session, events: EventFilter, *, before: int | None = None, limit: int = PAGE_SIZE
 ) -> tuple[Sequence[Event], int | None]:
-    """One page, newest first, and the ``before`` of the next page (None: the last)."""
-    query = select(Event).where(*events.conditions(session))
+    """One page, newest first, and the ``before`` of the next page (None: the last).
+    Bodies and headers stay in the database: a list shows neither."""
+    query = select(Event).options(defer(Event.body), defer(Event.headers))
+    query = query.where(*events.conditions(session))
     if before is not None:
         query = query.where(Event.id < before)
-    rows = session.scalars(query.order_by(Event.id.desc()).limit(limit + 1)).all()
+    with bounded(session):
+        rows = session.scalars(query.order_by(Event.id.desc()).limit(limit + 1)).all()
     if len(rows) > limit:
         return rows[:limit], rows[limit - 1].id
     return rows, None
+
+
+def oldest(session: Session, events: EventFilter, *, limit: int) -> Sequence[Event]:
+    """The oldest ``limit`` events that match (a bulk replay's dry run shows them)."""
+    query = select(Event).options(defer(Event.body), defer(Event.headers))
+    with bounded(session):
+        return session.scalars(
+            query.where(*events.conditions(session)).order_by(Event.id).limit(limit)
+        ).all()
 
 
 def count(session: Session, events: EventFilter, *, up_to: int | None = None) -> int:
@@ -132,7 +150,31 @@ def count(session: Session, events: EventFilter, *, up_to: int | None = None) ->
     ids = events.select_ids(session)
     if up_to is not None:
         ids = ids.order_by(Event.id).limit(up_to + 1)
-    return int(session.scalar(select(func.count()).select_from(ids.subquery())) or 0)
+    with bounded(session):
+        return int(session.scalar(select(func.count()).select_from(ids.subquery())) or 0)
+
+
+@contextmanager
+def bounded(session: Session) -> Iterator[None]:
+    """A filter that matches few events among millions without an index for it (a type
+    that never occurs) reads the whole table: on PostgreSQL such a read is stopped after
+    BROWSE_TIMEOUT_MS and answered with what to do instead."""
+    postgres = session.get_bind().dialect.name == "postgresql"
+    if postgres:
+        session.execute(text(f"SET LOCAL statement_timeout = {BROWSE_TIMEOUT_MS}"))
+    try:
+        yield
+    except OperationalError as exc:
+        if not isinstance(exc.orig, QueryCanceled):
+            raise
+        raise BadRequest(
+            f"this filter read events for more than {BROWSE_TIMEOUT_MS // 1000} s without "
+            "finishing: narrow it with a received-at range (since, until), an endpoint or "
+            "a status",
+            reason="filter_too_broad",
+        ) from exc
+    if postgres:  # the rest of the transaction is not bounded
+        session.execute(text("SET LOCAL statement_timeout = 0"))
 
 
 def glob_to_like(pattern: str) -> str:
@@ -168,7 +210,12 @@ def _when(name: str, value: str | None, now: datetime) -> datetime | None:
         return None
     ago = _AGO.match(value)
     if ago:
-        return now - timedelta(**{_UNITS[ago[2]]: int(ago[1])})
+        span = timedelta(**{_UNITS[ago[2]]: int(ago[1])})
+        if span > MAX_AGE:
+            raise BadRequest(
+                f"{name} reaches back at most {MAX_AGE.days} days", reason="bad_parameter"
+            )
+        return now - span
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:

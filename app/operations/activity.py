@@ -4,8 +4,9 @@ Deliveries are counted by outcome (accepted, duplicate, handshake, each refusal 
 in each web process's memory and written every few seconds by a background thread
 (``ActivityCounter``): an upsert per endpoint, hour and outcome, never a write per
 request. The same flush records when each secret last verified a delivery. Workers add
-what happened to events (processed, ignored, failed attempts, dead) in the transaction
-of the chunk that did it, so a chunk rolled back counts nothing.
+what happened to events (processed, ignored, failed attempts, dead) once the chunk that
+did it has committed, in a short transaction of their own, so that a chunk rolled back
+counts nothing and no chunk holds a counter row while it runs.
 
 Counts a process holds when it is killed are lost: the overview is for people, the
 events table stays the record, and /metrics counts the same deliveries for alerting.
@@ -73,14 +74,16 @@ def add_counts(
         connection.execute(_UPSERT, rows)
 
 
-def count_attempts(session: Session, events: Iterable[tuple[str, str]], *, now: datetime) -> None:
-    """In a worker's chunk transaction: each (endpoint id, status after the attempt)."""
+def count_attempts(
+    connection: Connection | Session, events: Iterable[tuple[str, str]], *, now: datetime
+) -> None:
+    """After a worker's chunk committed: each (endpoint id, status after the attempt)."""
     hour = hour_of(now)
     counts: Counts = Counter()
     for endpoint_id, status in events:
         for outcome in _AFTER_ATTEMPT.get(status, ()):
             counts[(hour, endpoint_id, outcome)] += 1
-    add_counts(session, counts)
+    add_counts(connection, counts)
 
 
 class ActivityCounter:
@@ -96,6 +99,7 @@ class ActivityCounter:
         self._counts: Counts = Counter()
         self._verified: dict[tuple[str, str], datetime] = {}
         self._lock = threading.Lock()
+        self._flushing = threading.Lock()
         self._wake = threading.Event()
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
@@ -111,17 +115,19 @@ class ActivityCounter:
                 self._start()
 
     def flush(self) -> None:
+        with self._flushing:  # one at a time: close() waits for the thread's
+            self._flush()
+
+    def _flush(self) -> None:
         with self._lock:
             counts, self._counts = self._counts, Counter()
             verified, self._verified = self._verified, {}
         if not counts and not verified:
             return
         try:
-            with self.connect() as connection:
+            with self.connect() as connection:  # a transaction: all or nothing
                 add_counts(connection, counts)
                 _mark_verified(connection, verified)
-                if connection.in_transaction():
-                    connection.commit()
         except Exception:
             with self._lock:  # kept for the next flush
                 self._counts.update(counts)

@@ -21,6 +21,10 @@ DEAD = sa.text("status = 'dead'")
 
 
 def upgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        # The columns below are added under a lock that ingest's statement waits for:
+        # fail the release step rather than hold deliveries behind a long transaction.
+        op.execute("SET LOCAL lock_timeout = '10s'")
     op.create_table(
         "audit_log",
         sa.Column("id", BIG_ID, nullable=False),
@@ -88,7 +92,6 @@ def upgrade() -> None:
         batch.add_column(sa.Column("traceback", sa.Text(), nullable=True))
     with op.batch_alter_table("endpoint_secrets") as batch:
         batch.add_column(sa.Column("last_verified_at", sa.DateTime(timezone=True), nullable=True))
-    op.create_index("ix_events_dead", "events", ["id"], postgresql_where=DEAD, sqlite_where=DEAD)
     with op.batch_alter_table("replays") as batch:
         batch.add_column(sa.Column("batch_id", BIG_ID, nullable=True))
         batch.create_unique_constraint(
@@ -101,6 +104,17 @@ def upgrade() -> None:
             ["id"],
             ondelete="SET NULL",
         )
+    # Built without blocking writes on PostgreSQL: events is the table every delivery
+    # writes to, and the old processes keep taking deliveries while the release step runs.
+    with op.get_context().autocommit_block():
+        op.create_index(
+            "ix_events_dead",
+            "events",
+            ["id"],
+            postgresql_where=DEAD,
+            sqlite_where=DEAD,
+            postgresql_concurrently=True,
+        )
 
 
 def downgrade() -> None:
@@ -108,7 +122,8 @@ def downgrade() -> None:
         batch.drop_constraint(op.f("fk_replays_batch_id_replay_batches"), type_="foreignkey")
         batch.drop_constraint(op.f("uq_replays_batch_id_event_id"), type_="unique")
         batch.drop_column("batch_id")
-    op.drop_index("ix_events_dead", table_name="events")
+    with op.get_context().autocommit_block():
+        op.drop_index("ix_events_dead", table_name="events", postgresql_concurrently=True)
     with op.batch_alter_table("endpoint_secrets") as batch:
         batch.drop_column("last_verified_at")
     with op.batch_alter_table("attempts") as batch:

@@ -206,7 +206,7 @@ def test_the_cli_dry_run_then_replay_by_filter(client, runtime, settings, router
     drain(runtime)
     assert [load_event(runtime, i).status for i in ids] == ["processed", "processed"]
     shown = run_cli(settings, "events", "batch", "1").output
-    assert '"status": "done"' in shown and '"requested_by": "carol"' in shown
+    assert '"status": "done"' in shown and '"requested_by": "carol (cli)"' in shown
 
 
 def test_a_single_replay_is_audited(client, runtime):
@@ -245,3 +245,51 @@ def test_events_are_listed_by_filter_a_keyset_page_at_a_time(client, runtime):
     bad = client.get("/admin/events?since=yesterday", headers=AUTH)
     assert (bad.status_code, bad.json["error"]) == (400, "bad_parameter")
     assert "since must be an ISO 8601 time" in bad.json["message"]
+
+
+def test_a_batch_confirmed_twice_replays_each_event_once(client, runtime):
+    """Two batches over the same events (a double click, two people at once): the second
+    skips what the first has asked to replay and has not run yet."""
+    endpoint, _ = make_endpoint(runtime)
+    ids = dead_events(client, runtime, endpoint, "evt_twice_1", "evt_twice_2")
+    t0 = runtime.clock()
+    first, _ = start(runtime, EventFilter(status="dead"), now=t0)
+    second, _ = start(runtime, EventFilter(status="dead"), now=t0)
+    assert step(runtime, t0 + timedelta(seconds=1)) == 2  # the first batch, done
+    assert step(runtime, t0 + timedelta(seconds=2)) == 2  # the second, all skipped
+    with runtime.session_factory() as session:
+        shown = batches.describe(session, batches.get(session, second))
+    assert (shown["status"], shown["replayed"], shown["skipped"]) == ("done", 0, 2)
+    for event_id in ids:
+        assert count(runtime, "SELECT count(*) FROM replays WHERE event_id = :e", e=event_id) == 1
+    assert first != second
+
+
+def test_batches_run_one_after_the_other_whatever_the_relays(client, runtime):
+    endpoint, _ = make_endpoint(runtime)
+    dead_events(client, runtime, endpoint, "evt_one_1", "evt_one_2")
+    dead_events(client, runtime, endpoint, "evt_two_1", event_type="effect.other")
+    t0 = runtime.clock()
+    start(runtime, EventFilter(status="dead", type="effect.bulk"), rate=1.0, now=t0)
+    later, _ = start(runtime, EventFilter(status="dead", type="effect.other"), rate=1.0, now=t0)
+    with runtime.session_factory.begin() as holder:  # one relay advances the oldest batch
+        assert batches.advance(holder, now=t0 + timedelta(seconds=1)) == 1
+        other = []
+        thread = threading.Thread(
+            target=lambda: other.append(step(runtime, t0 + timedelta(seconds=1)))
+        )
+        thread.start()
+        thread.join(timeout=10)
+    assert other == [0]  # the other relay does not take the next batch meanwhile
+    assert count(runtime, "SELECT count(*) FROM replays WHERE batch_id = :b", b=later) == 0
+
+
+def test_an_event_pending_again_is_skipped(client, runtime):
+    endpoint, _ = make_endpoint(runtime)
+    (event_id,) = dead_events(client, runtime, endpoint, "evt_rearmed")
+    t0 = runtime.clock()
+    start(runtime, EventFilter(status="dead"), now=t0)
+    with runtime.engine.begin() as c:  # as a provider's re-send re-arms it
+        c.execute(text("UPDATE events SET status = 'pending' WHERE id = :i"), {"i": event_id})
+    assert step(runtime, t0 + timedelta(seconds=1)) == 1
+    assert count(runtime, "SELECT count(*) FROM replays") == 0

@@ -146,7 +146,7 @@ def test_events_list_show_and_replay_from_the_cli(cli, client, runtime):
     replay = json.loads(
         cli("events", "replay", str(event_id), "--reason", "handler added", "--by", "bob").output
     )
-    assert replay["status"] == "pending" and replay["requested_by"] == "bob"
+    assert replay["status"] == "pending" and replay["requested_by"] == "bob (cli)"
     drain(runtime)
     assert count(runtime, "SELECT count(*) FROM replays WHERE status = 'succeeded'") == 1
     assert cli("events", "show", "424242", ok=False).exit_code == 1

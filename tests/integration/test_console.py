@@ -66,7 +66,9 @@ def test_the_session_cookie_is_httponly_strict_secure_over_https_and_expires(app
 
 
 def test_a_trusted_proxy_names_who_acts_and_nobody_else_can(app_with, runtime):
-    app = app_with(admin_token=None, admin_proxy_header="X-Forwarded-Email")
+    app = app_with(
+        admin_token=None, admin_proxy_header="X-Forwarded-Email", admin_proxy_ips=("127.0.0.1",)
+    )
     endpoint, _ = make_endpoint(runtime)
     client = app.test_client()
     who = {"X-Forwarded-Email": "lin@example.com"}
@@ -228,3 +230,39 @@ def test_copy_as_curl_sends_the_delivery_again_and_it_verifies(app_with, runtime
 
     assert again.status_code == 200, again.json
     assert (again.json["status"], again.json["events"][0]["id"]) == ("duplicate", event_id)
+
+
+def test_a_sign_in_ends_at_its_age_however_busy_the_console(app_with):
+    client, _ = signed_in(app_with(admin_session_hours=2 / 3600))  # two seconds
+    for _ in range(3):  # used every second: a sliding expiry would never end
+        assert client.get("/admin/console/").status_code == 200
+        time.sleep(0.8)
+    time.sleep(0.5)
+    assert client.get("/admin/console/").status_code == 302
+
+
+def test_an_empty_secret_is_refused_for_a_provider_that_chooses_its_own(app_with, runtime):
+    endpoint, _ = make_endpoint(runtime)  # Stripe shows its secret; none is generated
+    client, _ = signed_in(app_with())
+    page_ = client.get(f"/admin/console/endpoints/{endpoint}")
+    answer = client.post(
+        f"/admin/console/endpoints/{endpoint}/secrets",
+        data={"secret": "", "csrf_token": csrf_of(page_)},
+    )
+    assert answer.status_code == 400
+    assert "paste the one it shows" in answer.get_data(as_text=True)
+    with runtime.engine.connect() as c:
+        assert c.execute(text("SELECT count(*) FROM endpoint_secrets")).scalar() == 1
+
+
+def test_a_filter_that_would_read_the_whole_table_is_stopped_with_advice(
+    runtime, many_events, monkeypatch
+):
+    from hooklatch.errors import BadRequest
+    from hooklatch.events import browse
+
+    monkeypatch.setattr(browse, "BROWSE_TIMEOUT_MS", 1)  # the table is small; its limit too
+    with runtime.session_factory() as session, pytest.raises(BadRequest) as refused:
+        page(session, EventFilter(type="never.seen.*"))
+    assert refused.value.reason == "filter_too_broad"
+    assert "since, until" in refused.value.message

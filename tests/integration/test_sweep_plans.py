@@ -19,7 +19,9 @@ def pending_events_with_their_outbox_rows(runtime, n):
     a TRUNCATE leaves them."""
     endpoint, _ = make_endpoint(runtime)
     with runtime.engine.begin() as connection:
-        connection.exec_driver_sql("TRUNCATE attempts, outbox, replays, events RESTART IDENTITY")
+        connection.exec_driver_sql(
+            "TRUNCATE attempts, outbox, replays, replay_batch_items, events RESTART IDENTITY"
+        )
         connection.exec_driver_sql(
             "INSERT INTO events (endpoint_id, provider, external_id, type, status, attempts,"
             " body, headers, body_sha256, received_at, next_attempt_at, mismatched_duplicates)"

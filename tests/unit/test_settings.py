@@ -33,6 +33,13 @@ def test_defaults_are_the_embedded_receiver(tmp_path):
         ),
         ({"HOOKLATCH_CLEANUP_BATCH_SIZE": "0"}, "HOOKLATCH_CLEANUP_BATCH_SIZE must be at least 1"),
         ({"HOOKLATCH_WORKER_MAX_JOBS": "0"}, "HOOKLATCH_WORKER_MAX_JOBS must be at least 1"),
+        (
+            {"HOOKLATCH_ADMIN_PROXY_HEADER": "X-Forwarded-Email"},
+            "HOOKLATCH_ADMIN_PROXY_HEADER needs HOOKLATCH_ADMIN_PROXY_IPS",
+        ),
+        ({"HOOKLATCH_ADMIN_PROXY_IPS": "not-an-address"}, "is not an address or a network"),
+        ({"HOOKLATCH_REPLAY_BATCH_RATE": "0.1"}, "must be from 0.2 to 10000"),
+        ({"HOOKLATCH_AUDIT_RETENTION_DAYS": "1000000"}, "must be at most 36500 days"),
         ({"HOOKLATCH_QUEUED_JOBS": "0"}, "HOOKLATCH_QUEUED_JOBS must be at least 1"),
         ({"HOOKLATCH_UNSAFE_SHORT_RETENTION": "maybe"}, "must be true or false"),
         ({"HOOKLATCH_METRICS_PORT": "70000"}, "HOOKLATCH_METRICS_PORT must be a port"),

@@ -21,6 +21,7 @@ from sqlalchemy.orm import configure_mappers
 from hooklatch.events.models import OutboxEntry
 from hooklatch.logs import bind
 from hooklatch.metrics import REPLAYS, EventTally, best_effort
+from hooklatch.operations.activity import count_attempts
 from hooklatch.runtime import Runtime
 from hooklatch.workers.worker.lease import job_lease
 from hooklatch.workers.worker.processing import process_chunk, release_outbox_rows
@@ -123,12 +124,25 @@ def _transaction(
     """One chunk in one transaction: the ids claimed but left for later, and outcomes."""
     outcomes: Counter[str] = Counter()
     tally = EventTally()
+    seen: list[tuple[str, str]] = []
     with runtime.session_factory.begin() as session:
-        done, left = process_chunk(session, runtime, chunk, outcomes, tally)
+        done, left = process_chunk(session, runtime, chunk, outcomes, tally, seen)
         if job_id is not None and done:
             release_outbox_rows(session, done, job_id)
-    tally.record()  # committed: a chunk rolled back runs again and is counted then
+    # Committed: a chunk rolled back runs again and is counted then.
+    tally.record()
+    count_activity(runtime, seen)
     return left, outcomes
+
+
+def count_activity(runtime: Runtime, seen: list[tuple[str, str]]) -> None:
+    """The console's hourly counts of a committed chunk, in a transaction of their own,
+    so that workers never wait for each other on the counter rows while a chunk is
+    open. Best effort: a failure to count is logged once and never fails the chunk."""
+    if not seen:
+        return
+    with best_effort(), runtime.engine.begin() as connection:
+        count_attempts(connection, seen, now=runtime.clock())
 
 
 def process_replays(

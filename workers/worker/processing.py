@@ -24,7 +24,6 @@ from hooklatch.events.models import DEAD, IGNORED, PENDING, PROCESSED, Attempt, 
 from hooklatch.handlers import Context, EventView, Route
 from hooklatch.logs import bind
 from hooklatch.metrics import EventTally
-from hooklatch.operations.activity import count_attempts
 from hooklatch.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -83,13 +82,15 @@ def process_chunk(
     event_ids: list[int],
     counts: Counter[str],
     tally: EventTally | None = None,
+    seen: list[tuple[str, str]] | None = None,
 ) -> tuple[list[int], list[int]]:
     """Run the handlers of each of these events that is pending and due, once.
 
     Returns the ids dealt with (run, or settled elsewhere: processed already, not due,
     or held by another worker right now) and those claimed but left for the next
-    transaction because this one has run long enough. Each outcome goes to ``tally``,
-    which the caller records once the transaction has committed.
+    transaction because this one has run long enough. Each outcome goes to ``tally``
+    (metrics) and ``seen`` (endpoint id, status after the attempt: the console's hourly
+    activity), which the caller records once the transaction has committed.
     """
     claimed = {
         row.id: row
@@ -112,7 +113,7 @@ def process_chunk(
             rest = event_ids[position:]
             # Unclaimed ones are settled (processed, not due, or another worker's).
             done += [i for i in rest if i not in claimed]
-            writes.apply(session, runtime.clock())
+            writes.apply(session, seen)
             return done, [i for i in rest if i in claimed]
         event = claimed.get(event_id)
         outcome = (
@@ -120,7 +121,7 @@ def process_chunk(
         )
         counts[outcome or "skipped"] += 1
         done.append(event_id)
-    writes.apply(session, runtime.clock())
+    writes.apply(session, seen)
     return done, []
 
 
@@ -270,11 +271,12 @@ class _Writes:
         self.attempts.append(attempt)
         self.outcomes.append((event.endpoint_id, status))
 
-    def apply(self, session: Session, now: datetime) -> None:
+    def apply(self, session: Session, seen: list[tuple[str, str]] | None) -> None:
         if self.events:
             session.execute(update(Event), self.events)
             session.execute(insert(Attempt), self.attempts)
-            count_attempts(session, self.outcomes, now=now)
+            if seen is not None:
+                seen.extend(self.outcomes)
         self.events, self.attempts, self.outcomes = [], [], []
 
 

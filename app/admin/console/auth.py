@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import ipaddress
 import logging
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -38,6 +39,7 @@ CONTENT_SECURITY_POLICY = (
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 OPEN_VIEWS = {"console.login", "console.static"}
+FAILED_SIGN_IN_DELAY = 1.0
 
 
 def enabled(settings: Settings) -> bool:
@@ -63,6 +65,8 @@ def configure(app: Flask) -> None:
         SESSION_COOKIE_SAMESITE="Strict",
         SESSION_COOKIE_SECURE=settings.public_url.startswith("https://"),
         PERMANENT_SESSION_LIFETIME=timedelta(hours=settings.admin_session_hours),
+        # The cookie's expiry is set at sign-in and never pushed back by later requests.
+        SESSION_REFRESH_EACH_REQUEST=False,
         # Only the console's forms are checked (below): the API takes a bearer token,
         # and the public route is no Flask view at all.
         WTF_CSRF_CHECK_DEFAULT=False,
@@ -87,10 +91,11 @@ def sign_in(name: str, token: str) -> bool:
     expected = settings.admin_token
     if not expected or not hmac.compare_digest(token.encode(), expected.encode()):
         log.warning("console sign-in refused from %s", request.remote_addr)
+        time.sleep(FAILED_SIGN_IN_DELAY)  # a guesser gets one try a second per connection
         return False
     session.clear()
     session.permanent = True
-    session[SESSION_KEY] = {"name": name.strip()[:NAME_LENGTH] or "admin"}
+    session[SESSION_KEY] = {"name": name.strip()[:NAME_LENGTH] or "admin", "at": time.time()}
     return True
 
 
@@ -105,13 +110,27 @@ def _guard() -> Any:
         return render_template("console/off.html"), 404
     if request.endpoint in OPEN_VIEWS:
         return None
-    user = _proxy_user(settings) or (session.get(SESSION_KEY) or {}).get("name")
+    user = _proxy_user(settings) or _session_user(settings)
     if not user:
         return redirect(url_for("console.login", next=request.full_path))
     g.console_user = user
     if request.method == "POST":
         csrf.protect()
     return None
+
+
+def _session_user(settings: Settings) -> str | None:
+    """The signed-in name while the sign-in is younger than HOOKLATCH_ADMIN_SESSION_HOURS:
+    an absolute age, which using the console does not extend."""
+    data = session.get(SESSION_KEY) or {}
+    signed_in_at = data.get("at")
+    if not isinstance(signed_in_at, (int, float)):
+        return None
+    if time.time() - signed_in_at > settings.admin_session_hours * 3600:
+        session.clear()
+        return None
+    name = data.get("name")
+    return name if isinstance(name, str) else None
 
 
 def _proxy_user(settings: Settings) -> str | None:

@@ -19,6 +19,7 @@ from hooklatch.endpoints.service import (
     get_endpoint,
     refusal_counts,
 )
+from hooklatch.errors import BadRequest
 from hooklatch.runtime import current_runtime
 
 
@@ -72,9 +73,14 @@ def add_secret(endpoint_id: str) -> Any:
     again."""
     runtime = current_runtime()
     given = request.form.get("secret", "").strip()
-    secret = given or generate_secret()
     with runtime.session_factory.begin() as session:
         row = get_endpoint(session, endpoint_id)
+        if not given and not runtime.provider(row.provider).generates_secret:
+            raise BadRequest(
+                f"{row.provider} chooses its signing secrets: paste the one it shows",
+                reason="empty_secret",
+            )
+        secret = given or generate_secret()
         added = changes.secret_added(
             session, row, secret, box=runtime.box, actor=actor(), now=runtime.clock()
         )
