@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
@@ -24,8 +25,9 @@ def stop_on_signals(
     stop = stop or threading.Event()
 
     def _stop(signum: int, frame: FrameType | None) -> None:
-        log.info("%s stopping (signal %d)", name, signum)
-        stop.set()
+        stop.set()  # first: the log line below may fail (a write it interrupted)
+        with contextlib.suppress(RuntimeError):
+            log.info("%s stopping (signal %d)", name, signum)
         if then is not None:
             then(signum, frame)
 

@@ -248,3 +248,67 @@ def test_a_work_horse_is_replaced_after_its_share_of_jobs(client, runtime, proc_
         assert len(effect_rows(runtime, f"evt_share_{n}")) == 1
     worker.popen.send_signal(signal.SIGTERM)
     assert worker.popen.wait(timeout=15) == 0, worker.log()
+
+
+def enqueue_batch(settings, event_ids, *, timeout):
+    """A job as the relay makes it, with a timeout of the test's choosing."""
+    queue = Queue(
+        settings.queue_name, connection=Redis.from_url(settings.redis_url), serializer=SERIALIZER
+    )
+    return queue.enqueue(
+        "hooklatch.workers.worker.jobs.process_batch", event_ids, [], job_timeout=timeout
+    )
+
+
+@pytest.mark.slow
+def test_a_work_horse_whose_job_overruns_its_timeout_is_replaced(
+    client, runtime, proc_settings, procs, tmp_path
+):
+    """RQ's in-process worker raises its timeout in the job once; a handler that never
+    sees it (blocked in C, or swallowing it) held the horse, and the worker, for ever."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    env = process_env(proc_settings, HOOKLATCH_TEST_MARKERS=str(markers))
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    stuck = deliver(client, endpoint, "evt_stuck", "stuck.timeout")
+    later = deliver(client, endpoint, "evt_after_stuck", "effect.timeout")
+    worker = procs("worker", hooklatch_cmd("worker"), env)
+    enqueue_batch(proc_settings, [stuck], timeout=2)
+    enqueue_batch(proc_settings, [later], timeout=60)
+    wait_for((markers / "evt_stuck").exists, timeout=30, message="the handler stuck")
+    wait_for(
+        lambda: load_event(runtime, later).status == "processed",
+        timeout=30,
+        message="the next job run by a new horse",
+    )
+    log = worker.log()
+    assert "past its 2 s timeout: stopping its work horse" in log, log
+    assert "the work horse died (killed by SIGKILL)" in log, log
+    assert load_event(runtime, stuck).status == "pending"  # its chunk rolled back
+    assert effect_rows(runtime, "evt_stuck") == []
+    worker.popen.send_signal(signal.SIGTERM)
+    assert worker.popen.wait(timeout=15) == 0, worker.log()
+
+
+@pytest.mark.slow
+def test_a_child_a_handler_left_behind_does_not_hold_the_worker(
+    client, runtime, proc_settings, procs
+):
+    """The child keeps the horse's end of its report pipe open: the worker must not wait
+    for that pipe's end to replace the horse."""
+    env = process_env(proc_settings, HOOKLATCH_WORKER_MAX_JOBS="1")
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    forks = deliver(client, endpoint, "evt_forks", "forks.child")
+    later = deliver(client, endpoint, "evt_after_fork", "effect.child")
+    worker = procs("worker", hooklatch_cmd("worker"), env)
+    enqueue_batch(proc_settings, [forks], timeout=60)
+    enqueue_batch(proc_settings, [later], timeout=60)
+    wait_for(
+        lambda: load_event(runtime, later).status == "processed",
+        timeout=30,
+        message="the second job run by the next horse",
+    )
+    assert load_event(runtime, forks).status == "processed"
+    assert worker.log().count("work horse replaced after 1 jobs") >= 1, worker.log()
+    worker.popen.send_signal(signal.SIGTERM)
+    assert worker.popen.wait(timeout=15) == 0, worker.log()

@@ -2,14 +2,22 @@
 way finishes, the rest of the job goes back to the relay, the process exits, and in the
 end every event runs once. RQ's own warm shutdown waited for the whole job."""
 
+import os
 import re
 import signal
+from dataclasses import replace
 
 import pytest
 
 from tests.support.database import count
 from tests.support.pipeline import deliver, make_endpoint, wait_for
-from tests.support.processes import hooklatch_cmd, listening, process_env
+from tests.support.processes import (
+    free_port,
+    hooklatch_cmd,
+    listening,
+    process_env,
+    start_redis,
+)
 
 SECRET = "whsec_test_secret"
 EVENTS = 40  # 0.2 s each: a job of all of them runs for 8 s
@@ -56,11 +64,12 @@ def test_sigterm_mid_job_ends_after_the_chunk_and_hands_the_rest_back(
         deliver(client, endpoint, f"evt_stop_{n}", "slow.stop")
     env = process_env(proc_settings)
     worker = start_worker(procs, env, args)
-    procs("relay", hooklatch_cmd("relay"), env)
+    relay = procs("relay", hooklatch_cmd("relay"), env)
     wait_for(
         lambda: count(runtime, "SELECT count(*) FROM test_effects") >= 3,
         timeout=30,
         message="the job under way",
+        explain=lambda: f"{worker.log()}\n{relay.log()}",
     )
     job = the_one_job(runtime)
     worker.popen.send_signal(signal.SIGTERM)
@@ -95,8 +104,13 @@ def test_a_chunk_still_running_after_the_stop_grace_is_cut_short_and_runs_again(
         proc_settings, HOOKLATCH_WORKER_STOP_SECONDS="1", HOOKLATCH_TEST_MARKERS=str(markers)
     )
     worker = start_worker(procs, env, [])
-    procs("relay", hooklatch_cmd("relay"), env)
-    wait_for(lambda: (markers / "evt_hangs").exists(), timeout=30, message="the handler hangs")
+    relay = procs("relay", hooklatch_cmd("relay"), env)
+    wait_for(
+        lambda: (markers / "evt_hangs").exists(),
+        timeout=30,
+        message="the handler hangs",
+        explain=lambda: f"{worker.log()}\n{relay.log()}",
+    )
     job = the_one_job(runtime)
     worker.popen.send_signal(signal.SIGTERM)
     assert worker.popen.wait(timeout=15) == 0, worker.log()
@@ -111,3 +125,41 @@ def test_a_chunk_still_running_after_the_stop_grace_is_cut_short_and_runs_again(
         message="the events processed by the next worker",
     )
     assert effects_per_event(runtime) == [1] * 6
+
+
+@pytest.mark.slow
+def test_a_stop_stays_bounded_when_redis_stops_answering(
+    procs, proc_settings, runtime, client, tmp_path
+):
+    """The horse is killed first; recording its job as stopped waits a second at most, so
+    a Redis that stopped answering (stopped with the rest of the stack) cannot hold the
+    worker past its grace."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    port = free_port()
+    redis = start_redis(procs, port, tmp_path)
+    settings = replace(proc_settings, redis_url=f"redis://127.0.0.1:{port}/0")
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    deliver(client, endpoint, "evt_hangs_frozen", "hang.stop")
+    env = process_env(
+        settings, HOOKLATCH_WORKER_STOP_SECONDS="1", HOOKLATCH_TEST_MARKERS=str(markers)
+    )
+    worker = start_worker(procs, env, [])
+    relay = procs("relay", hooklatch_cmd("relay"), env)
+    wait_for(
+        lambda: (markers / "evt_hangs_frozen").exists(),
+        timeout=30,
+        message="the handler hangs",
+        explain=lambda: f"{worker.log()}\n{relay.log()}",
+    )
+    os.kill(redis.popen.pid, signal.SIGSTOP)  # connections open, nothing answered
+    try:
+        worker.popen.send_signal(signal.SIGTERM)
+        # Its 1 s grace and 1 s for Redis: 2.2 s here, and 6.2 s when the job was recorded
+        # before the kill on the worker's own connection (5 s of socket timeout).
+        assert worker.popen.wait(timeout=5) == 0, worker.log()
+    finally:
+        os.kill(redis.popen.pid, signal.SIGCONT)
+    assert "stopping its work horse now" in worker.log()
+    assert "not recorded as stopped" in worker.log()
+    assert count(runtime, "SELECT count(*) FROM test_effects") == 0  # its chunk rolled back

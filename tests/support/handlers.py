@@ -1,5 +1,6 @@
 """Handlers used by the tests that run real worker processes (HOOKLATCH_HANDLERS)."""
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -34,6 +35,29 @@ def write_then_hang_once(event, ctx):
         marker.write_text(str(os.getpid()))
         while True:
             time.sleep(1)
+
+
+@on("*", "stuck.*")
+def write_then_stick_once(event, ctx):
+    """As a handler blocked where no exception reaches it (in C, or one that swallows
+    them all): the first run never returns, whatever RQ's job timeout raises in it."""
+    _write(event, ctx)
+    marker = Path(os.environ["HOOKLATCH_TEST_MARKERS"]) / event.external_id
+    if not marker.exists():
+        marker.write_text(str(os.getpid()))
+        while True:
+            with contextlib.suppress(BaseException):  # what a stuck handler does
+                time.sleep(1)
+
+
+@on("*", "forks.*")
+def write_and_leave_a_child(event, ctx):
+    """A handler that forks (as multiprocessing does) a child that outlives its process,
+    with every descriptor the work horse had."""
+    _write(event, ctx)
+    if os.fork() == 0:
+        time.sleep(20)
+        os._exit(0)
 
 
 @on("*", "fail.*")

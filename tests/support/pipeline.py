@@ -69,14 +69,17 @@ def wait_for(
     timeout: float,
     interval: float = 0.1,
     message: str = "condition",
+    explain: Callable[[], str] | None = None,
 ) -> float:
-    """Poll until ``predicate()`` is true; returns the monotonic time it became so."""
+    """Poll until ``predicate()`` is true; returns the monotonic time it became so. On a
+    timeout, ``explain()`` (a process's log, say) is added to the failure."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return time.monotonic()
         time.sleep(interval)
-    raise AssertionError(f"{message} not reached within {timeout} s")
+    detail = f"\n{explain()}" if explain is not None else ""
+    raise AssertionError(f"{message} not reached within {timeout} s{detail}")
 
 
 def wait_drained(runtime: Runtime, queue: Queue, *, timeout: float = 20) -> None:

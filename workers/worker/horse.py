@@ -13,6 +13,12 @@ replaced, and its job is recovered like any job whose process died (its lease go
 its connection, and the relay's sweep hands its events out again). A horse is replaced
 after ``HOOKLATCH_WORKER_MAX_JOBS`` jobs, so that what a handler leaks is given back.
 
+RQ's forking worker also killed a horse whose job outlived its timeout; RQ's in-process
+worker only raises an exception in the job once, which a handler may swallow or never
+see (blocked in C). So the worker watches the clock too: a job still running
+``overrun_seconds(timeout)`` past its timeout has its horse killed, and its events go out
+again as any lost dispatch's do (it counts against them).
+
 On SIGTERM the worker passes the signal on: the horse finishes the chunk of events under
 way, hands the rest of its job back and exits. One still at work
 ``HOOKLATCH_WORKER_STOP_SECONDS`` later is killed with its process group, and its job is
@@ -28,13 +34,18 @@ import json
 import logging
 import mmap
 import os
+import select
 import signal
+import struct
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from redis import Redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from rq.job import Job, JobStatus
 
 from hooklatch.workers.relay.sinks import SERIALIZER
@@ -51,6 +62,17 @@ DIED = "died"  # the process ended without a report: killed, or crashed
 
 PR_SET_PDEATHSIG = 1
 JOB_ID_BYTES = 256
+# After the job's id: when it started (CLOCK_MONOTONIC, the same for both processes on
+# Linux) and its timeout, in seconds; a timeout of 0 means no job runs.
+_CLOCK = struct.Struct("dd")
+# Recording a job cut short: a Redis that does not answer within this long is left alone.
+RECORD_TIMEOUT_SECONDS = 1.0
+
+
+def overrun_seconds(timeout: float) -> float:
+    """How long past its timeout a job may run before its horse is killed: time for RQ's
+    own timeout exception to end it first."""
+    return min(60.0, max(5.0, timeout / 10))
 
 
 @dataclass(frozen=True)
@@ -64,20 +86,35 @@ class Outcome:
 class Horse:
     """Forks horses one after the other, each running ``work`` to its end."""
 
-    def __init__(self, redis: Redis, stopping: threading.Event, stop_seconds: float) -> None:
-        self.redis = redis
+    def __init__(self, redis_url: str, stopping: threading.Event, stop_seconds: float) -> None:
+        # Only to record a job cut short: a Redis that does not answer at once is left
+        # alone, so that a stop stays bounded.
+        self.redis = Redis.from_url(
+            redis_url,
+            socket_timeout=RECORD_TIMEOUT_SECONDS,
+            socket_connect_timeout=RECORD_TIMEOUT_SECONDS,
+            retry=Retry(NoBackoff(), 0),
+        )
         self.stopping = stopping
         self.stop_seconds = stop_seconds
-        # The id of the job the horse runs, written by the horse, read here to record a
-        # job that a stop cut short. Shared memory: no Redis round trip, no RQ internals.
-        self._job = mmap.mmap(-1, JOB_ID_BYTES)
+        # The id of the job the horse runs, when it started and its timeout, written by the
+        # horse, read here to record a job that a stop cut short and to kill a horse whose
+        # job overran. Shared memory: no Redis round trip, no RQ internals.
+        self._job = mmap.mmap(-1, JOB_ID_BYTES + _CLOCK.size)
         # Set by the first horse that says the worker listens: later horses start quietly.
         self._listening = mmap.mmap(-1, 1)
 
-    def note_job(self, job_id: str | None) -> None:
-        """In the horse: the job it runs now (None: none)."""
+    def note_job(self, job_id: str | None, timeout: float | None = None) -> None:
+        """In the horse: the job it runs now (None: none), and its timeout in seconds."""
         data = (job_id or "").encode()[: JOB_ID_BYTES - 1]
-        self._job[:] = data + b"\0" * (JOB_ID_BYTES - len(data))
+        clock = _CLOCK.pack(time.monotonic(), float(timeout or 0) if job_id else 0.0)
+        self._job[:] = data + b"\0" * (JOB_ID_BYTES - len(data)) + clock
+
+    def _running(self) -> tuple[str, float, float]:
+        """The job the horse runs: its id, when it started and its timeout (0: none)."""
+        raw = bytes(self._job)
+        started, timeout = _CLOCK.unpack(raw[JOB_ID_BYTES:])
+        return raw[:JOB_ID_BYTES].split(b"\0", 1)[0].decode(errors="replace"), started, timeout
 
     @property
     def listening_said(self) -> bool:
@@ -89,11 +126,17 @@ class Horse:
     def run(self, work: Callable[[], Outcome]) -> Outcome:
         """Fork a horse that runs ``work`` and reports its outcome; wait for it to end."""
         self.note_job(None)
+        parent = os.getpid()
         read_end, write_end = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_end)
+            os.close(write_end)
+            raise
         if pid == 0:  # pragma: no cover - the horse's side; its effects are tested
             os.close(read_end)
-            _horse_main(work, write_end)
+            _horse_main(work, write_end, parent)
         os.close(write_end)
         ended = threading.Event()
         watcher = threading.Thread(
@@ -105,8 +148,7 @@ class Horse:
         finally:
             ended.set()
         watcher.join()
-        with os.fdopen(read_end, "rb") as reader:
-            report = reader.read()
+        report = _read_report(read_end)
         if report:
             return Outcome(**json.loads(report))
         return Outcome(DIED, error=_describe(status))
@@ -119,6 +161,8 @@ class Horse:
         while not self.stopping.wait(0.1):
             if ended.is_set():
                 return
+            if self._overran(pid):
+                return
         if ended.is_set():
             return
         with contextlib.suppress(ProcessLookupError):
@@ -126,27 +170,77 @@ class Horse:
         if not ended.wait(self.stop_seconds):
             self._cut_short(pid)
 
+    def _overran(self, pid: int) -> bool:
+        """Kill the horse if its job has run ``overrun_seconds`` past its timeout."""
+        job_id, started, timeout = self._running()
+        if not job_id or timeout <= 0:
+            return False
+        ran = time.monotonic() - started
+        if ran <= timeout + overrun_seconds(timeout):
+            return False
+        log.error(
+            "job %s has run %.0f s, past its %.0f s timeout: stopping its work horse; its "
+            "events go out again",
+            job_id,
+            ran,
+            timeout,
+        )
+        _kill(pid)
+        return True
+
     def _cut_short(self, pid: int) -> None:
-        """The horse still works ``stop_seconds`` after the stop: its chunk rolls back."""
+        """The horse still works ``stop_seconds`` after the stop: its chunk rolls back. The
+        kill comes first, so that the stop stays bounded whatever Redis does; the job is
+        then recorded as stopped (its events go out again without a lost dispatch counted
+        against them), if Redis answers at once."""
         log.warning("the job's chunk is still running: stopping its work horse now")
-        job_id = bytes(self._job).split(b"\0", 1)[0].decode()
-        if job_id:
-            # Before the kill, so that a worker exiting right after it has recorded it.
-            with contextlib.suppress(Exception):  # the job may be gone: nothing to record
-                Job.fetch(job_id, connection=self.redis, serializer=SERIALIZER).set_status(
-                    JobStatus.STOPPED
-                )
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)  # the horse leads its own group
+        job_id, _, _ = self._running()
+        _kill(pid)
+        if not job_id:
+            return
+        try:
+            Job.fetch(job_id, connection=self.redis, serializer=SERIALIZER).set_status(
+                JobStatus.STOPPED
+            )
+        except Exception as exc:  # gone, or Redis away: the sweep finds it lost instead
+            log.warning("job %s not recorded as stopped: %s", job_id, type(exc).__name__)
 
 
-def _horse_main(work: Callable[[], Outcome], report_to: int) -> None:  # pragma: no cover
+def _kill(pid: int) -> None:
+    """The horse and whatever its handlers started (it leads its own group)."""
+    for kill in (os.killpg, os.kill):  # os.kill: a horse not yet leading its group
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
+
+
+def _read_report(read_end: int) -> bytes:
+    """What the horse wrote before it ended. Without waiting for the pipe's end: a
+    process a handler forked may hold its write end open long after the horse is gone."""
+    chunks = []
+    try:
+        os.set_blocking(read_end, False)
+        while select.select([read_end], [], [], 0)[0]:
+            try:
+                chunk = os.read(read_end, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+    return b"".join(chunks)
+
+
+def _horse_main(
+    work: Callable[[], Outcome], report_to: int, parent: int
+) -> None:  # pragma: no cover
     """The horse's life: its own process group (so that it can be killed with whatever a
     handler started), a SIGTERM if the worker dies, one run of ``work``, a report."""
     code = 0
     try:
         os.setpgrp()
-        _die_with_parent()
+        _die_with_parent(parent)
         outcome = work()
         os.write(report_to, json.dumps(asdict(outcome)).encode())
     except BaseException:
@@ -155,16 +249,21 @@ def _horse_main(work: Callable[[], Outcome], report_to: int) -> None:  # pragma:
     finally:
         with contextlib.suppress(Exception):
             logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):  # a handler's prints: os._exit drops them
+            with contextlib.suppress(Exception):
+                stream.flush()
         os._exit(code)
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     """On Linux, the horse gets a SIGTERM when the worker that forked it dies, and stops
     as it would on the worker's own: no horse outlives its worker, taking jobs unwatched."""
     if not sys.platform.startswith("linux"):
         return
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # the worker died before the prctl: stop now
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _describe(status: int) -> str:

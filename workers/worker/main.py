@@ -86,7 +86,11 @@ def run_worker(
     # A burst run ends when the queue is empty, not when the database comes back.
     if not burst and not _database_answers(runtime, stop):
         return False
-    horse = None if simple else Horse(redis, stop, runtime.settings.worker_stop_seconds)
+    horse = (
+        None
+        if simple
+        else Horse(runtime.settings.redis_url, stop, runtime.settings.worker_stop_seconds)
+    )
     max_jobs = None if simple else runtime.settings.worker_max_jobs
 
     def work() -> Outcome:
@@ -219,7 +223,7 @@ def stoppable(worker_class: type[BaseWorker]) -> type[BaseWorker]:
 
         def execute_job(self: Any, job: Any, queue: Any) -> Any:
             if self.horse is not None:
-                self.horse.note_job(job.id)
+                self.horse.note_job(job.id, job.timeout)
             try:
                 return worker_class.execute_job(self, job, queue)
             finally:
