@@ -85,6 +85,13 @@ def submit(page, selector):
         page.click(selector)
 
 
+def reloaded(page, check):
+    """Reload the page, then ``check()`` it (``page.reload() or check()`` never checks:
+    the reload's response is true)."""
+    page.reload()
+    return check()
+
+
 def status_of(runtime, event_id):
     return load_event(runtime, event_id).status
 
@@ -102,7 +109,7 @@ def test_sign_in_filter_open_an_event_replay_it_and_see_the_new_attempt(page, st
     row = page.locator("table tbody tr", has_text="billing")
     # The web process writes its counts every couple of seconds.
     wait_for(
-        lambda: page.reload() or row.locator("td.n").first.inner_text() == "2",
+        lambda: reloaded(page, lambda: row.locator("td.n").first.inner_text() == "2"),
         timeout=15,
         message="the overview counting the two deliveries accepted",
     )
@@ -122,7 +129,7 @@ def test_sign_in_filter_open_an_event_replay_it_and_see_the_new_attempt(page, st
     submit(page, "text=Replay this event")
     assert "Replay requested" in page.inner_text(".flash")
     wait_for(
-        lambda: page.reload() or page.locator("tr.attempt").count() == 2,
+        lambda: reloaded(page, lambda: page.locator("tr.attempt").count() == 2),
         timeout=30,
         message="the replay's attempt on the page",
     )
@@ -154,7 +161,7 @@ def test_bulk_replay_of_dead_events_dry_run_first_then_watch_them_processed(page
     submit(page, "text=Replay 3 events")
     page.wait_for_url(re.compile(r".*/admin/console/replays/\d+$"))
     wait_for(
-        lambda: page.reload() or "done" in page.inner_text("h1"),
+        lambda: reloaded(page, lambda: "done" in page.inner_text("h1")),
         timeout=30,
         message="the batch done",
     )
@@ -191,8 +198,8 @@ def test_rotate_a_secret_and_see_which_one_verifies(page, stack, runtime):
     assert new_secret not in page.content()  # pasted: never shown back
     post_event(base, endpoint, "evt_signed_new", "effect.rotate", secret=new_secret)
     wait_for(
-        lambda: (
-            page.reload() or "never" not in page.locator("tr.secret", has_text=new).inner_text()
+        lambda: reloaded(
+            page, lambda: "never" not in page.locator("tr.secret", has_text=new).inner_text()
         ),
         timeout=15,
         message="the new secret's last verification shown",
