@@ -100,9 +100,9 @@ def run_worker(
                 [runtime.settings.queue_name], connection=redis, serializer=SERIALIZER
             )
             worker.horse = horse  # type: ignore[attr-defined]
-            if stop.is_set():
+            current[:] = [worker]  # from here, a signal is passed on to RQ (hand_on)
+            if stop.is_set():  # taken before: RQ would never hear of it
                 return Outcome(STOPPED)
-            current[:] = [worker]
             worked = bool(
                 worker.work(
                     burst=burst, logging_level="WARNING", with_scheduler=False, max_jobs=max_jobs
