@@ -88,6 +88,7 @@ def bulk_replay() -> Any:
         raise BadRequest("dry_run must be true or false", reason="bad_parameter")
     reason = _text(data, "reason")
     requested_by = (_text(data, "requested_by") or "admin-api")[:150]
+    watermark = batches.watermark_of(data.pop("watermark", None))
     data.pop("reason", None)
     data.pop("requested_by", None)
     now = runtime.clock()
@@ -101,6 +102,8 @@ def bulk_replay() -> Any:
                     "matched": found.matched,
                     "over_cap": found.over_cap,
                     "cap": found.cap,
+                    # Send it back with the reason: the batch replays nothing stored since.
+                    "watermark": found.watermark,
                     "filter": chosen.as_dict(),
                     "sample": [describe_event(e) for e in found.sample],
                 }
@@ -113,6 +116,7 @@ def bulk_replay() -> Any:
                 cap=settings.replay_batch_max,
                 rate=settings.replay_batch_rate,
                 now=now,
+                watermark=watermark,
             )
             body = batches.describe(session, batch)
     except SQLAlchemyError as exc:

@@ -66,6 +66,11 @@ def events_show(ctx: click.Context, event_id: int) -> None:
 @click.option("--since", help="Bulk: received since (ISO 8601, or an age: 30m, 2h, 7d).")
 @click.option("--until", help="Bulk: received before (ISO 8601, or an age).")
 @click.option("--dry-run", is_flag=True, help="Bulk: say what would be replayed, change nothing.")
+@click.option(
+    "--watermark",
+    type=click.IntRange(min=0),
+    help="Bulk: the dry run's watermark: replay nothing stored after it.",
+)
 @click.option("--reason", help="Why: recorded with the replay (required unless --dry-run).")
 @click.option("--by", "requested_by", default=None, help="Who asks (default: your user name).")
 @click.option("--json", "as_json", is_flag=True)
@@ -75,6 +80,7 @@ def events_replay(
     ctx: click.Context,
     event_id: int | None,
     dry_run: bool,
+    watermark: int | None,
     reason: str | None,
     requested_by: str | None,
     as_json: bool,
@@ -109,10 +115,20 @@ def events_replay(
             found = batches.plan(session, chosen, cap=cap)
             sample = [describe_event(e) for e in found.sample]
         if as_json:
-            echo_json({"matched": found.matched, "over_cap": found.over_cap, "sample": sample})
+            echo_json(
+                {
+                    "matched": found.matched,
+                    "over_cap": found.over_cap,
+                    "watermark": found.watermark,
+                    "sample": sample,
+                }
+            )
             return
         more = "more than " if found.over_cap else ""
-        click.echo(f"{more}{min(found.matched, cap)} events match {chosen.as_dict()}")
+        click.echo(
+            f"{more}{min(found.matched, cap)} events match {chosen.as_dict()}, up to event "
+            f"{found.watermark} (replay them with --watermark {found.watermark})"
+        )
         if found.over_cap:
             click.echo(f"over HOOKLATCH_REPLAY_BATCH_MAX ({cap}): narrow the filter")
         for row in sample:
@@ -129,6 +145,7 @@ def events_replay(
             cap=cap,
             rate=settings.replay_batch_rate,
             now=now,
+            watermark=watermark,
         )
         shown = batches.describe(session, batch)
     if as_json:

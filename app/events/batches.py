@@ -1,10 +1,12 @@
 """Bulk replay: plan what a filter matches, then replay it oldest first at a limited rate.
 
 1. **Dry run** (``plan``): how many events match, and the oldest of them, changing
-   nothing.
-2. **Start** (``start``): with a reason, and at most ``HOOKLATCH_REPLAY_BATCH_MAX``
-   events. The set is frozen there: one item row per matching event, none stored later
-   (the newest id then is kept as the batch's watermark). The audit log records who,
+   nothing. It freezes the set: the newest event id then is its watermark, which the
+   confirmation carries back.
+2. **Start** (``start``): with a reason, a filter, and at most
+   ``HOOKLATCH_REPLAY_BATCH_MAX`` events: one item row per matching event up to the
+   dry run's watermark (or, without one, the newest id now), none stored later, however
+   long the dry run's page stayed open. The audit log records who,
    why, the filter and how many.
 3. **Advance** (``advance``, run by every relay, and by the embedded dispatcher): the
    batch row is locked with ``SKIP LOCKED``, so one relay advances it at a time, by
@@ -46,6 +48,7 @@ SAMPLE = 20
 # A step never takes more than this many seconds' worth of replays: after the relays
 # were away for an hour, a batch resumes at its rate instead of all at once.
 MAX_STEP_SECONDS = 5.0
+MAX_WATERMARK = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class Plan:
     matched: int
     sample: Sequence[Event]
     cap: int
+    watermark: int  # the newest event id when planned: the batch goes no further
 
     @property
     def over_cap(self) -> bool:
@@ -61,8 +65,31 @@ class Plan:
 
 def plan(session: Session, events: EventFilter, *, cap: int) -> Plan:
     """What a batch of ``events`` would replay (counting stops past ``cap``)."""
-    sample = oldest(session, events, limit=SAMPLE)
-    return Plan(matched=count(session, events, up_to=cap), sample=sample, cap=cap)
+    watermark = _newest_id(session)
+    sample = oldest(session, events, limit=SAMPLE, newest=watermark)
+    matched = count(session, events, up_to=cap, newest=watermark)
+    return Plan(matched=matched, sample=sample, cap=cap, watermark=watermark)
+
+
+def watermark_of(value: Any) -> int | None:
+    """A dry run's watermark as sent back (form text or a JSON number); absent: None."""
+    if value is None or value == "":
+        return None
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 19:
+        number = int(value)
+    if number is None or not 0 <= number <= MAX_WATERMARK:
+        raise BadRequest(
+            "watermark must be the event id a dry run gave (a whole number)",
+            reason="bad_parameter",
+        )
+    return number
+
+
+def _newest_id(session: Session) -> int:
+    return session.scalar(select(func.max(Event.id))) or 0
 
 
 def start(
@@ -74,10 +101,19 @@ def start(
     cap: int,
     rate: float,
     now: datetime,
+    watermark: int | None = None,
 ) -> ReplayBatch:
+    """Start a batch of what ``events`` match, up to ``watermark`` (the dry run's) if
+    given."""
     if not reason.strip():
         raise BadRequest("a bulk replay needs a reason", reason="reason_required")
-    watermark = session.scalar(select(func.max(Event.id))) or 0
+    if events.is_empty():
+        raise BadRequest(
+            "a bulk replay needs a filter (status, provider, endpoint, type, times or id)",
+            reason="filter_required",
+        )
+    newest = _newest_id(session)
+    watermark = newest if watermark is None else max(0, min(watermark, newest))
     with bounded(session):
         ids = session.scalars(
             events.select_ids(session)

@@ -135,19 +135,32 @@ def page(
     return rows, None
 
 
-def oldest(session: Session, events: EventFilter, *, limit: int) -> Sequence[Event]:
-    """The oldest ``limit`` events that match (a bulk replay's dry run shows them)."""
+def oldest(
+    session: Session, events: EventFilter, *, limit: int, newest: int | None = None
+) -> Sequence[Event]:
+    """The oldest ``limit`` events that match, with an id up to ``newest`` if given (a
+    bulk replay's dry run shows them)."""
     query = select(Event).options(defer(Event.body), defer(Event.headers))
+    if newest is not None:
+        query = query.where(Event.id <= newest)
     with bounded(session):
         return session.scalars(
             query.where(*events.conditions(session)).order_by(Event.id).limit(limit)
         ).all()
 
 
-def count(session: Session, events: EventFilter, *, up_to: int | None = None) -> int:
-    """How many events match (at most ``up_to``+1 counted, when given: enough to tell a
-    batch over its cap without counting millions)."""
+def count(
+    session: Session,
+    events: EventFilter,
+    *,
+    up_to: int | None = None,
+    newest: int | None = None,
+) -> int:
+    """How many events match, with an id up to ``newest`` if given (at most ``up_to``+1
+    counted, when given: enough to tell a batch over its cap without counting millions)."""
     ids = events.select_ids(session)
+    if newest is not None:
+        ids = ids.where(Event.id <= newest)
     if up_to is not None:
         ids = ids.order_by(Event.id).limit(up_to + 1)
     with bounded(session):

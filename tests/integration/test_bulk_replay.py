@@ -4,6 +4,7 @@ cancelling, the audit log, and the same through the admin API and the CLI."""
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import replace
 from datetime import timedelta
@@ -207,6 +208,60 @@ def test_the_cli_dry_run_then_replay_by_filter(client, runtime, settings, router
     assert [load_event(runtime, i).status for i in ids] == ["processed", "processed"]
     shown = run_cli(settings, "events", "batch", "1").output
     assert '"status": "done"' in shown and '"requested_by": "carol (cli)"' in shown
+
+
+def test_the_set_is_frozen_at_the_dry_run_not_at_the_confirmation(client, runtime):
+    """The operator reads the dry run, then confirms an hour later: what died in between
+    is not part of the batch they read."""
+    endpoint, _ = make_endpoint(runtime)
+    seen = dead_events(client, runtime, endpoint, "evt_seen1", "evt_seen2")
+    dry = client.post("/admin/replays", json={"status": "dead", "dry_run": True}, headers=AUTH)
+    assert dry.json["matched"] == 2 and dry.json["watermark"] >= max(seen)
+    dead_events(client, runtime, endpoint, "evt_died_while_reading")
+
+    answer = client.post(
+        "/admin/replays",
+        json={"status": "dead", "reason": "read and confirmed", "watermark": dry.json["watermark"]},
+        headers=AUTH,
+    )
+
+    assert answer.status_code == 202, answer.json
+    assert answer.json["matched"] == 2
+    items = "SELECT event_id FROM replay_batch_items ORDER BY event_id"
+    with runtime.engine.connect() as c:
+        assert list(c.execute(text(items)).scalars()) == seen
+    bad = client.post(
+        "/admin/replays",
+        json={"status": "dead", "reason": "r", "watermark": "12; DROP TABLE events"},
+        headers=AUTH,
+    )
+    assert bad.status_code == 400 and bad.json["error"] == "bad_parameter"
+
+
+def test_the_cli_replays_up_to_the_dry_runs_watermark(client, runtime, settings):
+    endpoint, _ = make_endpoint(runtime)
+    dead_events(client, runtime, endpoint, "evt_cw1")
+    args = ["events", "replay", "--status", "dead"]
+    dry = run_cli(settings, *args, "--dry-run", "--json").output
+    watermark = json.loads(dry)["watermark"]
+    assert f"--watermark {watermark}" in run_cli(settings, *args, "--dry-run").output
+    dead_events(client, runtime, endpoint, "evt_cw2")
+
+    started = run_cli(settings, *args, "--reason", "r", "--watermark", str(watermark)).output
+
+    assert "bulk replay 1: 1 events" in started
+
+
+def test_a_batch_needs_a_filter_whatever_posts_it(client, runtime):
+    """The console's dry run refuses an empty filter; a confirmation posted without one,
+    or the API called without one, would replay everything up to the cap."""
+    endpoint, _ = make_endpoint(runtime)
+    dead_events(client, runtime, endpoint, "evt_nf1")
+
+    answer = client.post("/admin/replays", json={"reason": "everything"}, headers=AUTH)
+
+    assert answer.status_code == 400 and answer.json["error"] == "filter_required"
+    assert count(runtime, "SELECT count(*) FROM replay_batches") == 0
 
 
 def test_a_single_replay_is_audited(client, runtime):

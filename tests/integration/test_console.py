@@ -223,13 +223,73 @@ def test_copy_as_curl_sends_the_delivery_again_and_it_verifies(app_with, runtime
     assert words[:4] == ["curl", "-sS", "-X", "POST"]
     url, rest = words[4], words[5:]
     headers = dict(rest[i + 1].split(": ", 1) for i in range(0, len(rest) - 2, 2))
-    assert rest[-2] == "--data-binary"
+    assert rest[-2] == "--data-raw"
     assert "stripe-signature" in headers and "host" not in headers
 
     again = client.post(urlsplit(url).path, data=rest[-1].encode(), headers=headers)
 
     assert again.status_code == 200, again.json
     assert (again.json["status"], again.json["events"][0]["id"]) == ("duplicate", event_id)
+
+
+def run_curl_against_a_recorder(command: str) -> bytes:
+    """Run ``command`` with the real curl, its URL pointed at a local server that keeps
+    the body it is sent; returns that body."""
+    import http.server
+    import shlex
+    import shutil
+    import subprocess
+    import threading
+
+    assert shutil.which("curl"), "curl is needed (apt-get install curl)"
+    received: list[bytes] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        words = shlex.split(command)
+        words[4] = f"http://127.0.0.1:{server.server_port}/hooks/x"
+        subprocess.run(words, check=True, timeout=10, capture_output=True)
+    finally:
+        server.shutdown()
+        server.server_close()
+    return received[0]
+
+
+def test_copy_as_curl_sends_a_body_starting_with_at_as_data_never_a_local_file(tmp_path):
+    """With --data-binary, curl would read the file a hostile body names and post it."""
+    from hooklatch.admin.console.pages import _curl
+
+    secret_file = tmp_path / "netrc"
+    secret_file.write_text("machine example.com password hunter2")
+    body = f"@{secret_file}".encode()
+    command = _curl("http://h", "ep_1", 7, {"content-type": "text/plain"}, body)
+
+    assert "--data-raw" in command
+    assert run_curl_against_a_recorder(command) == body
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"a": "line\r\nbreak"}', b'{"a": "\x1b[201~rm -rf ~\x15"}', b"\xff\xfe binary"],
+    ids=["carriage-return", "escape-sequence", "not-utf8"],
+)
+def test_copy_as_curl_sends_a_body_a_paste_would_change_from_the_downloaded_file(body):
+    from hooklatch.admin.console.pages import _curl
+
+    command = _curl("http://h", "ep_1", 7, {"content-type": "application/json"}, body)
+
+    assert command.endswith("--data-binary @event-7.body")
+    assert "\x1b" not in command and "\r" not in command
 
 
 def test_a_sign_in_ends_at_its_age_however_busy_the_console(app_with):

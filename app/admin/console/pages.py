@@ -218,13 +218,29 @@ def _curl(
     for name, value in sorted(headers.items()):
         if name not in NOT_RESENT:
             parts += ["-H", shlex.quote(f"{name}: {value}")]
+    text = _pasteable(body)
+    if text is None:  # sent from the downloaded file, byte for byte
+        parts += ["--data-binary", shlex.quote(f"@event-{event_id}.body")]
+    else:  # --data-raw: a body that starts with @ is data, not a file of the operator's
+        parts += ["--data-raw", shlex.quote(text)]
+    return " ".join(parts)
+
+
+def _pasteable(body: bytes) -> str | None:
+    """The body as text that survives a copy and paste into a shell unchanged: UTF-8
+    without control characters but newline and tab. A carriage return would become a
+    newline (and break the signature), an escape sequence could end the terminal's
+    bracketed paste and type the rest as keystrokes."""
     try:
         text = body.decode()
     except UnicodeDecodeError:
-        parts += ["--data-binary", shlex.quote(f"@event-{event_id}.body")]
-    else:
-        parts += ["--data-binary", shlex.quote(text)]
-    return " ".join(parts)
+        return None
+    if any(
+        (ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0 or c in "\u2028\u2029"
+        for c in text
+    ):
+        return None
+    return text
 
 
 def _id_or_none(text: str | None) -> int | None:

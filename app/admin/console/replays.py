@@ -62,6 +62,7 @@ def start_replay() -> Any:
             cap=runtime.settings.replay_batch_max,
             rate=runtime.settings.replay_batch_rate,
             now=now,
+            watermark=batches.watermark_of(request.form.get("watermark")),
         )
         batch_id = batch.id
     runtime.wake_dispatcher()
