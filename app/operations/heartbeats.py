@@ -77,7 +77,8 @@ class Beat:
         outage = Outage(log, "heartbeat")
         while True:
             try:
-                self.once()
+                with BEATING:
+                    self.once()
                 failures, wait = 0, interval
                 outage.ok()
             except Exception as exc:  # the database is away: beat again when it is back
@@ -87,9 +88,17 @@ class Beat:
             if stop.wait(wait):
                 break
         try:
-            self.forget()
+            with BEATING:
+                self.forget()
         except Exception as exc:  # stopping while the database is away: the row goes silent
             log.warning("heartbeat row left behind (%s)", one_line(exc))
+
+
+# Held while a beat talks to the database, and by a worker while it forks its work horse:
+# a fork in the middle of a beat (its first connection: libpq, TLS and GSSAPI setup, each
+# with locks of its own) would copy those locks held into the horse, whose own first
+# connection could then wait for them for ever.
+BEATING = threading.Lock()
 
 
 def start_heartbeat(

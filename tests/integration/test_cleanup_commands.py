@@ -71,7 +71,17 @@ def test_a_running_relay_deletes_expired_events_on_its_own(procs, proc_settings,
     (warning,) = [line for line in relay.log().splitlines() if "UNSAFE_SHORT" in line]
     assert "less than the retry window of " in warning and "stripe, " in warning
     assert count(runtime, "SELECT count(*) FROM attempts") == 0
-    metrics = requests.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
+
+    def scrape():
+        return requests.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
+
+    # Counted once the pass's transaction has committed: a moment after the rows go.
+    wait_for(
+        lambda: exported(scrape(), "hooklatch_cleanup_rows_total", action="deleted") == 1,
+        timeout=10,
+        message="the deletion counted",
+    )
+    metrics = scrape()
     assert exported(metrics, "hooklatch_cleanup_rows_total", action="pruned") == 1
     assert exported(metrics, "hooklatch_cleanup_rows_total", action="deleted") == 1
     assert exported(metrics, "hooklatch_cleanup_batch_seconds_count") >= 2

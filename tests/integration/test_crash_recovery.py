@@ -107,9 +107,12 @@ def test_relay_stopped_after_pushing_to_redis_before_commit_commits_then_exits(
         job_ids = connection.exec_driver_sql("SELECT job_id FROM outbox").scalars().all()
     assert len(job_ids) == 1 and job_ids[0] is not None  # handed to the job it pushed
 
-    procs("worker", hooklatch_cmd("worker"), env)
+    worker = procs("worker", hooklatch_cmd("worker"), env)
     wait_for(
-        lambda: load_event(runtime, event_id).status == "processed", timeout=30, message="processed"
+        lambda: load_event(runtime, event_id).status == "processed",
+        timeout=30,
+        message="processed",
+        explain=worker.log,
     )
     assert count(runtime, "SELECT count(*) FROM outbox") == 0
     assert len(effect_rows(runtime, "evt_relay_term")) == 1

@@ -48,6 +48,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from rq.job import Job, JobStatus
 
+from hooklatch.operations.heartbeats import BEATING
 from hooklatch.workers.relay.sinks import SERIALIZER
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,8 @@ class Horse:
         parent = os.getpid()
         read_end, write_end = os.pipe()
         try:
-            pid = os.fork()
+            with BEATING:  # never in the middle of the heartbeat's database work
+                pid = os.fork()
         except OSError:
             os.close(read_end)
             os.close(write_end)
