@@ -7,15 +7,23 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hooklatch.errors import NotFound, PayloadPruned
+from hooklatch.errors import BadRequest, NotFound, PayloadPruned
 from hooklatch.events.models import PENDING, Event, OutboxEntry, Replay
 from hooklatch.operations import audit
+
+REASON_MAX = 1000  # characters: a reason is a sentence for the audit log, not a document
+
+
+def check_reason(reason: str | None) -> None:
+    if reason is not None and len(reason) > REASON_MAX:
+        raise BadRequest(f"a reason is at most {REASON_MAX} characters", reason="reason_too_long")
 
 
 def replay_one(
     session: Session, event_id: int, *, actor: str, reason: str | None, now: datetime
 ) -> Replay:
     """A replay asked for by someone (the admin API, the console, the CLI), audited."""
+    check_reason(reason)
     replay = request_replay(session, event_id, requested_by=actor, reason=reason, now=now)
     audit.record(
         session,

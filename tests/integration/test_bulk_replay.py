@@ -264,6 +264,19 @@ def test_a_batch_needs_a_filter_whatever_posts_it(client, runtime):
     assert count(runtime, "SELECT count(*) FROM replay_batches") == 0
 
 
+def test_a_reason_is_a_sentence_not_a_document(client, runtime):
+    endpoint, _ = make_endpoint(runtime)
+    (event_id,) = dead_events(client, runtime, endpoint, "evt_long_reason")
+    long = "x" * 1001
+
+    one = client.post(f"/admin/events/{event_id}/replay", json={"reason": long}, headers=AUTH)
+    bulk = client.post("/admin/replays", json={"status": "dead", "reason": long}, headers=AUTH)
+
+    assert (one.status_code, one.json["error"]) == (400, "reason_too_long")
+    assert (bulk.status_code, bulk.json["error"]) == (400, "reason_too_long")
+    assert count(runtime, "SELECT count(*) FROM replays") == 0
+
+
 def test_a_single_replay_is_audited(client, runtime):
     endpoint, _ = make_endpoint(runtime)
     (event_id,) = dead_events(client, runtime, endpoint, "evt_one")

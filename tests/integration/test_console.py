@@ -127,6 +127,26 @@ def test_the_body_downloads_as_the_exact_bytes_received(app_with, runtime, clien
     assert json.loads(answer.get_data())["id"] == "evt_download"
 
 
+def test_a_body_with_a_key_given_twice_is_shown_as_received(app_with, runtime, client):
+    """Re-indented, it would show one amount of two: the page must not show a body other
+    than the one the sender sent."""
+    import html
+
+    from tests.support.pipeline import post_json
+    from tests.support.signing import stripe_headers
+
+    endpoint, [secret] = make_endpoint(runtime)
+    body = b'{"id": "evt_twice", "type": "invoice.paid", "created": 1, "object": "event", '
+    body += b'"data": {"object": {"amount": 1, "amount": 1000}}}'
+    stored = post_json(client, endpoint, body, stripe_headers(body, secret))
+    assert stored.status_code == 200, stored.json
+    console, _ = signed_in(app_with())
+
+    page_ = console.get(f"/admin/console/events/{stored.json['events'][0]['id']}")
+
+    assert '"amount": 1, "amount": 1000' in html.unescape(page_.get_data(as_text=True))
+
+
 # -- event pages at scale ---------------------------------------------------------------
 
 ROWS = 200_000
@@ -274,7 +294,7 @@ def test_copy_as_curl_sends_a_body_starting_with_at_as_data_never_a_local_file(t
     body = f"@{secret_file}".encode()
     command = _curl("http://h", "ep_1", 7, {"content-type": "text/plain"}, body)
 
-    assert "--data-raw" in command
+    assert command is not None and "--data-raw" in command
     assert run_curl_against_a_recorder(command) == body
 
 
@@ -288,6 +308,7 @@ def test_copy_as_curl_sends_a_body_a_paste_would_change_from_the_downloaded_file
 
     command = _curl("http://h", "ep_1", 7, {"content-type": "application/json"}, body)
 
+    assert command is not None
     assert command.endswith("--data-binary @event-7.body")
     assert "\x1b" not in command and "\r" not in command
 

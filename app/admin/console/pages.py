@@ -198,13 +198,22 @@ def _pretty(body: bytes | None) -> str | None:
     if body is None:
         return None
     try:
-        return json.dumps(json.loads(body), indent=2, ensure_ascii=False)
-    except (ValueError, RecursionError):
+        return json.dumps(json.loads(body, object_pairs_hook=_unique), indent=2, ensure_ascii=False)
+    except (ValueError, RecursionError):  # a key given twice too: shown as received
         pass
     try:
         return body.decode()
     except UnicodeDecodeError:
         return None
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique: re-indented, ``{"amount": 1, "amount": 1000}``
+    would show one of them, not what the sender sent."""
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("a key given twice")
+    return dict(pairs)
 
 
 def _curl(
