@@ -145,8 +145,10 @@ def test_a_worker_whose_metrics_cannot_be_written_commits_each_chunk_once(
 def test_a_relay_whose_metrics_cannot_be_written_keeps_cleaning_up(
     procs, proc_settings, runtime, client, tmp_path
 ):
-    directory = tmp_path / "metrics"
-    directory.mkdir()
+    # A directory that is not there: every count fails, from the first. (Removed once the
+    # relay runs, the files it had opened already would still take its counts: whether
+    # it failed then depended on what it had counted before.)
+    directory = tmp_path / "metrics-removed"
     env = process_env(
         proc_settings,
         HOOKLATCH_DEDUPE_RETENTION_DAYS=str(1 / 86400),
@@ -158,7 +160,6 @@ def test_a_relay_whose_metrics_cannot_be_written_keeps_cleaning_up(
     )
     procs("worker", [*hooklatch_cmd("worker"), "--simple"], env)
     wait_for(lambda: "relay started" in relay.log(), timeout=30, message="relay started")
-    shutil.rmtree(directory)
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     for n in range(2):  # the second after the first pass that failed to count
         body = stripe_event(f"evt_cleaned_{n}", event_type="effect.metrics")
