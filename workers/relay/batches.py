@@ -8,10 +8,9 @@ from __future__ import annotations
 import logging
 import threading
 
-from hooklatch.db import reconnect_delay
 from hooklatch.events import batches
-from hooklatch.logs import Outage
 from hooklatch.runtime import Runtime
+from hooklatch.workers.relay import background
 
 log = logging.getLogger(__name__)
 
@@ -31,24 +30,9 @@ class BatchRunner:
         return settled
 
     def run(self, stop: threading.Event) -> None:
-        failures = 0
-        outage = Outage(log, "bulk replay step")
-        while not stop.is_set():
-            try:
-                self.once()
-            except Exception as exc:  # the database is away: try again later
-                failures += 1
-                delay = reconnect_delay(failures)
-                outage.failed(exc, delay)
-                stop.wait(delay)
-                continue
-            failures = 0
-            outage.ok()
-            stop.wait(self.step_seconds)
+        background.repeat(
+            stop, self.once, every=self.step_seconds, what="bulk replay step", logger=log
+        )
 
     def start(self, stop: threading.Event) -> threading.Thread:
-        thread = threading.Thread(
-            target=self.run, args=(stop,), name="hooklatch-replay-batches", daemon=True
-        )
-        thread.start()
-        return thread
+        return background.start("hooklatch-replay-batches", self.run, stop)

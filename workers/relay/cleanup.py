@@ -13,8 +13,6 @@ import logging
 import threading
 from typing import Any
 
-from hooklatch.db import reconnect_delay
-from hooklatch.logs import Outage
 from hooklatch.metrics import (
     CLEANUP_BATCH_SECONDS,
     CLEANUP_OLDEST_EXPIRED_SECONDS,
@@ -23,6 +21,7 @@ from hooklatch.metrics import (
 )
 from hooklatch.operations.retention import CleanupPass, Retention
 from hooklatch.runtime import Runtime
+from hooklatch.workers.relay import background
 
 log = logging.getLogger(__name__)
 
@@ -38,37 +37,25 @@ class Cleanup:
         return {"cleanup": self.last.as_dict()} if self.last else {}
 
     def run(self, stop: threading.Event) -> None:
-        failures = 0
-        outage = Outage(log, "cleanup pass")
-        while not stop.is_set():
-            try:
-                done = self.retention.once(stop=stop.is_set)
-            except Exception as exc:  # the database is away: try again later
-                failures += 1
-                delay = reconnect_delay(failures)
-                outage.failed(exc, delay)
-                stop.wait(delay)
-                continue
-            failures = 0
-            outage.ok()
-            self.last = done
-            with best_effort():
-                record(done)
-            if done.pruned or done.deleted:
-                log.info(
-                    "cleanup: %d payloads pruned, %d events deleted in %.2f s",
-                    done.pruned,
-                    done.deleted,
-                    done.seconds,
-                )
-            stop.wait(self.interval)
+        background.repeat(
+            stop, lambda: self.once(stop), every=self.interval, what="cleanup pass", logger=log
+        )
+
+    def once(self, stop: threading.Event) -> None:
+        done = self.retention.once(stop=stop.is_set)
+        self.last = done
+        with best_effort():
+            record(done)
+        if done.pruned or done.deleted:
+            log.info(
+                "cleanup: %d payloads pruned, %d events deleted in %.2f s",
+                done.pruned,
+                done.deleted,
+                done.seconds,
+            )
 
     def start(self, stop: threading.Event) -> threading.Thread:
-        thread = threading.Thread(
-            target=self.run, args=(stop,), name="hooklatch-cleanup", daemon=True
-        )
-        thread.start()
-        return thread
+        return background.start("hooklatch-cleanup", self.run, stop)
 
 
 def record(done: CleanupPass) -> None:
