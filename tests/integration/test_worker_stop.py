@@ -90,6 +90,24 @@ def test_sigterm_mid_job_ends_after_the_chunk_and_hands_the_rest_back(
     assert count(runtime, "SELECT count(*) FROM outbox") == 0
 
 
+def hang_a_worker(procs, settings, markers, external_id):
+    """A worker (1 s stop grace) and a relay running, its horse stuck in the handler of
+    ``external_id`` (delivered already, as a ``hang.stop`` event). Returns the worker and
+    the environment both run with."""
+    env = process_env(
+        settings, HOOKLATCH_WORKER_STOP_SECONDS="1", HOOKLATCH_TEST_MARKERS=str(markers)
+    )
+    worker = start_worker(procs, env, [])
+    relay = procs("relay", hooklatch_cmd("relay"), env)
+    wait_for(
+        lambda: (markers / external_id).exists(),
+        timeout=30,
+        message="the handler hangs",
+        explain=lambda: f"{worker.log()}\n{relay.log()}",
+    )
+    return worker, env
+
+
 @pytest.mark.slow
 def test_a_chunk_still_running_after_the_stop_grace_is_cut_short_and_runs_again(
     procs, proc_settings, runtime, client, tmp_path
@@ -100,17 +118,7 @@ def test_a_chunk_still_running_after_the_stop_grace_is_cut_short_and_runs_again(
     deliver(client, endpoint, "evt_hangs", "hang.stop")  # hangs the first time it runs
     for n in range(5):  # in the same chunk, after it: never started
         deliver(client, endpoint, f"evt_after_{n}", "effect.stop")
-    env = process_env(
-        proc_settings, HOOKLATCH_WORKER_STOP_SECONDS="1", HOOKLATCH_TEST_MARKERS=str(markers)
-    )
-    worker = start_worker(procs, env, [])
-    relay = procs("relay", hooklatch_cmd("relay"), env)
-    wait_for(
-        lambda: (markers / "evt_hangs").exists(),
-        timeout=30,
-        message="the handler hangs",
-        explain=lambda: f"{worker.log()}\n{relay.log()}",
-    )
+    worker, env = hang_a_worker(procs, proc_settings, markers, "evt_hangs")
     job = the_one_job(runtime)
     worker.popen.send_signal(signal.SIGTERM)
     assert worker.popen.wait(timeout=15) == 0, worker.log()
@@ -141,17 +149,7 @@ def test_a_stop_stays_bounded_when_redis_stops_answering(
     settings = replace(proc_settings, redis_url=f"redis://127.0.0.1:{port}/0")
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     deliver(client, endpoint, "evt_hangs_frozen", "hang.stop")
-    env = process_env(
-        settings, HOOKLATCH_WORKER_STOP_SECONDS="1", HOOKLATCH_TEST_MARKERS=str(markers)
-    )
-    worker = start_worker(procs, env, [])
-    relay = procs("relay", hooklatch_cmd("relay"), env)
-    wait_for(
-        lambda: (markers / "evt_hangs_frozen").exists(),
-        timeout=30,
-        message="the handler hangs",
-        explain=lambda: f"{worker.log()}\n{relay.log()}",
-    )
+    worker, _ = hang_a_worker(procs, settings, markers, "evt_hangs_frozen")
     os.kill(redis.popen.pid, signal.SIGSTOP)  # connections open, nothing answered
     try:
         worker.popen.send_signal(signal.SIGTERM)
