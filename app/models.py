@@ -10,6 +10,7 @@ from hooklatch.events.models import (
     ReplayBatchItem,
 )
 from hooklatch.operations.models import ActivityCount, AuditEntry, Heartbeat
+from hooklatch.ordering.models import OrderingKey
 
 __all__ = [
     "ActivityCount",
@@ -19,6 +20,7 @@ __all__ = [
     "EndpointSecret",
     "Event",
     "Heartbeat",
+    "OrderingKey",
     "OutboxEntry",
     "Refusal",
     "Replay",

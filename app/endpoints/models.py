@@ -22,6 +22,17 @@ class Endpoint(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # The provider's options for this endpoint (Provider.options), validated at creation.
     options: Mapped[dict[str, str] | None] = mapped_column(JSON)
+    # How events of one key (Provider.ordering_key) run: none, serial or fifo
+    # (hooklatch.ordering). Under fifo, whether a dead event parks its key or releases it,
+    # and how long keyed events are held to be run in provider-time order.
+    ordering: Mapped[str] = mapped_column(String(8), server_default="none")
+    ordering_dead: Mapped[str] = mapped_column(String(8), server_default="park")
+    hold_seconds: Mapped[int] = mapped_column(Integer, server_default="0")
+    # A dotted path into the payload that replaces the provider's key (data.object.customer).
+    ordering_key_path: Mapped[str | None] = mapped_column(String(255))
+    # Bumped by every change to the ordering settings: storing an event checks it, so a web
+    # process's cached copy of the endpoint never keys events by settings that changed.
+    revision: Mapped[int] = mapped_column(Integer, server_default="0")
 
     secrets: Mapped[list[EndpointSecret]] = relationship(
         back_populates="endpoint",

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from hooklatch.crypto import SecretBox
 from hooklatch.endpoints.models import Endpoint, EndpointSecret, Refusal
 from hooklatch.errors import BadRequest, NotFound, SecretUnavailable
+from hooklatch.ordering.keys import OrderingSettings
 from hooklatch.providers.base import Provider
 
 
@@ -29,6 +30,10 @@ class ActiveEndpoint:
     # database in the same statement, so a cached copy can never outlive a change.
     secret_ids: str = ""
     options: dict[str, str] = field(default_factory=dict)
+    # How its events are keyed at ingest (hooklatch.ordering.keys), as of ``revision``,
+    # which the storing statement checks too.
+    ordering: OrderingSettings = field(default_factory=OrderingSettings)
+    revision: int = 0
 
 
 # A refusal from a cached copy is confirmed against the database before it is answered,
@@ -229,13 +234,18 @@ def get_endpoint(session: Session, ref: str) -> Endpoint:
 
 
 @cache
-def _active_endpoint_query() -> Select[str, bool, dict[str, str] | None, int, bytes]:
+def _active_endpoint_query() -> Select[*tuple[Any, ...]]:
     # Built once: constructing a statement costs more than running this one.
     return (
         select(
             Endpoint.provider,
             Endpoint.enabled,
             Endpoint.options,
+            Endpoint.revision,
+            Endpoint.ordering,
+            Endpoint.ordering_dead,
+            Endpoint.hold_seconds,
+            Endpoint.ordering_key_path,
             EndpointSecret.id,
             EndpointSecret.ciphertext,
         )
@@ -259,7 +269,18 @@ def active_endpoint(connection: Connection, endpoint_id: str, *, box: SecretBox)
         options = decrypt_options(rows[0].options, box)
     except ValueError as exc:
         raise SecretUnavailable(str(exc)) from exc
-    return ActiveEndpoint(endpoint_id, rows[0].provider, secrets, secret_ids, options)
+    first = rows[0]
+    return ActiveEndpoint(
+        endpoint_id,
+        first.provider,
+        secrets,
+        secret_ids,
+        options,
+        ordering=OrderingSettings(
+            first.ordering, first.ordering_dead, first.hold_seconds, first.ordering_key_path
+        ),
+        revision=first.revision,
+    )
 
 
 def endpoint_url(public_url: str, endpoint: Endpoint) -> str:

@@ -64,6 +64,17 @@ class Event(Base):
             postgresql_where=text("status = 'dead'"),
             sqlite_where=text("status = 'dead'"),
         ),
+        # A key's pending events in the order they run (hooklatch.ordering): only keyed
+        # pending rows are in it, so unkeyed traffic never touches it.
+        Index(
+            "ix_events_ordering",
+            "endpoint_id",
+            "ordering_key",
+            "ordering_position",
+            "id",
+            postgresql_where=text("ordering_key IS NOT NULL AND status = 'pending'"),
+            sqlite_where=text("ordering_key IS NOT NULL AND status = 'pending'"),
+        ),
         # The events that repeat an earlier body, counted by endpoint.
         Index(
             "ix_events_repeated_bodies",
@@ -94,6 +105,12 @@ class Event(Base):
     # type: a replay of a signed body whose id and type are not signed, or a sender that
     # sends one body under several types (Shopify). Both rows go with their endpoint.
     repeats_event_id: Mapped[int | None] = mapped_column(BigInteger)
+    # The entity this event changes, set at ingest when its endpoint's ordering is serial
+    # or fifo, and the place it takes among that key's events: 0 without a hold window,
+    # the provider's time (else the time received) with one. A key's events run in
+    # (ordering_position, id) order.
+    ordering_key: Mapped[str | None] = mapped_column(String(255))
+    ordering_position: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class OutboxEntry(Base):

@@ -8,7 +8,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -19,7 +19,8 @@ from hooklatch.db import UTCDateTime
 from hooklatch.endpoints.service import ActiveEndpoint
 from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
 from hooklatch.ingest.statements import EXECUTE_STORE, POSTGRES_STORE, PREPARED_KEY
-from hooklatch.providers.base import IncomingEvent, Provider
+from hooklatch.ordering.keys import Incoming, ordering_key, ordering_position
+from hooklatch.providers.base import IncomingEvent, Provider, position_of
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,8 @@ EVENT_COLUMNS = (
     "body_sha256",
     "mismatched_duplicates",
     "repeats_event_id",
+    "ordering_key",
+    "ordering_position",
 )
 
 
@@ -133,6 +136,40 @@ def record_events(
     return [_store_elsewhere(connection, delivered, item) for item in unique.values()]
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where an event stands among its key's (hooklatch.ordering), and when it is due."""
+
+    key: str | None
+    position: int | None
+    due_at: datetime
+
+
+def placement(delivered: Delivered, item: IncomingEvent) -> Placement:
+    """Unordered endpoints pay nothing here. A keyed event under a hold window is due
+    once the window has passed, and takes its place by the provider's time (else the time
+    received); otherwise it is due at once, in arrival order."""
+    settings, now = delivered.endpoint.ordering, delivered.now
+    if not settings.keyed:
+        return Placement(None, None, now)
+    provider = delivered.provider
+    event = Incoming(
+        type=item.type,
+        payload=provider.payload(delivered.headers, delivered.body),
+        headers=delivered.headers,
+        occurred_at=_utc(item.occurred_at),
+    )
+    key = ordering_key(provider, settings.key_path, event)
+    if key is None:
+        return Placement(None, None, now)
+    if not settings.holds:
+        return Placement(key, 0, now)
+    position = ordering_position(provider, event)
+    if position is None:
+        position = position_of(now)
+    return Placement(key, position, now + timedelta(seconds=settings.hold_seconds))
+
+
 def stored_headers(headers: Mapping[str, str], credentials: frozenset[str]) -> dict[str, str]:
     """The headers kept with an event: neither the hop's credentials nor the provider's."""
     return {k: v for k, v in headers.items() if k not in UNSTORED_HEADERS and k not in credentials}
@@ -142,6 +179,7 @@ def _store_on_postgres(
     connection: Connection, delivered: Delivered, item: IncomingEvent
 ) -> Recorded:
     endpoint = delivered.endpoint
+    placed = placement(delivered, item)
     new_id, repeats, fresh, stored_id, status, digest, first_received = connection.exec_driver_sql(
         EXECUTE_STORE if connection.info.get(PREPARED_KEY) else POSTGRES_STORE,
         {
@@ -156,6 +194,10 @@ def _store_on_postgres(
             "headers": json.dumps(delivered.headers),
             "body_sha256": delivered.digest,
             "compare_body": delivered.compare_body,
+            "revision": endpoint.revision,
+            "due_at": placed.due_at,
+            "ordering_key": placed.key,
+            "ordering_position": placed.position,
         },
     ).one()
     if not fresh:
@@ -177,6 +219,7 @@ def _utc(value: datetime | None) -> datetime | None:
 
 def _store_elsewhere(connection: Connection, delivered: Delivered, item: IncomingEvent) -> Recorded:
     endpoint, now = delivered.endpoint, delivered.now
+    placed = placement(delivered, item)
     repeats = None
     if delivered.compare_body:
         repeats = connection.execute(
@@ -195,17 +238,20 @@ def _store_elsewhere(connection: Connection, delivered: Delivered, item: Incomin
             "received_at": now,
             "status": PENDING,
             "attempts": 0,
-            "next_attempt_at": now,
+            "next_attempt_at": placed.due_at,
             "body": delivered.body,
             "headers": delivered.headers,
             "body_sha256": delivered.digest,
             "mismatched_duplicates": 0,
             "repeats_event_id": repeats,
+            "ordering_key": placed.key,
+            "ordering_position": placed.position,
         },
     ).scalar_one_or_none()
     if new_id is None:
         return _duplicate(connection, delivered, item)
-    connection.execute(insert(OutboxEntry).values(event_id=new_id, created_at=now))
+    if placed.due_at <= now:  # a held event gets its row from the sweep when due
+        connection.execute(insert(OutboxEntry).values(event_id=new_id, created_at=now))
     return _accepted(new_id, item, repeats)
 
 

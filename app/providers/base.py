@@ -16,6 +16,10 @@ A provider is a class registered under the entry-point group
 - ``sign(delivery, *, secret, now)``: headers that make a valid test delivery.
 - ``credential_headers_for(options)``: the headers that carry a credential (a token sent
   as it is), which are never stored with an event.
+- ``ordering_key(event)``: the entity an event is about (a customer, an order), or None;
+  events of one key can be serialised or ordered (docs/plugins.md, "Ordering keys").
+- ``ordering_position(event)``: the provider's time or sequence for that entity, which
+  orders a key's events and tells a stale one; by default ``occurred_at``.
 
 A ``Delivery`` carries the method, the public URL the provider called, headers
 with lower-case names, the raw body bytes, and the endpoint's options.
@@ -29,8 +33,8 @@ import hmac
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from hooklatch.errors import MalformedRequest, VerificationError
@@ -101,6 +105,65 @@ def _storable(value: object) -> bool:
     return True
 
 
+class KeyedEvent(Protocol):
+    """What ``ordering_key`` and ``ordering_position`` read: the handlers' EventView has it
+    all, and so does what ingest builds for an endpoint that orders its events."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def payload(self) -> Any: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    @property
+    def occurred_at(self) -> datetime | None: ...
+
+
+# A key is stored (events.ordering_key) and shown: longer ones are refused as no key.
+MAX_ORDERING_KEY_LENGTH = 255
+
+
+def position_of(moment: datetime | None) -> int | None:
+    """A time as an ordering position: microseconds since the epoch, UTC (a naive time is
+    taken as UTC). Two events of the same whole second (Stripe's ``created``) are equal."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def dotted(payload: Any, path: str) -> Any:
+    """``payload["data"]["object"]["customer"]`` for ``data.object.customer``, or None
+    where any step is missing or not an object."""
+    value = payload
+    for step in path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(step)
+    return value
+
+
+def key_text(value: Any) -> str | None:
+    """An id from a payload as a key: text or an integer (Shopify's ids are numbers);
+    anything else, empty, or too long to store, is no key."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    if (
+        isinstance(value, int)
+        and not -(10**MAX_ORDERING_KEY_LENGTH) < value < 10**MAX_ORDERING_KEY_LENGTH
+    ):
+        return None  # too long to store, and str() refuses integers past 4,300 digits
+    text = str(value)
+    if not text or len(text) > MAX_ORDERING_KEY_LENGTH or not _storable(text):
+        return None
+    return text
+
+
 @dataclass(frozen=True)
 class HandshakeResponse:
     body: bytes
@@ -155,6 +218,18 @@ class Provider:
 
     def handshake(self, delivery: Delivery, *, secrets: Sequence[str]) -> HandshakeResponse | None:
         return None
+
+    def ordering_key(self, event: KeyedEvent) -> str | None:
+        """The entity this event changes, as text (``key_text``), or None: events without
+        a key are never held back or ordered. Pure and cheap: ingest calls it for each
+        event of an endpoint whose ordering is ``serial`` or ``fifo``."""
+        return None
+
+    def ordering_position(self, event: KeyedEvent) -> int | None:
+        """Where this event stands in its entity's history, larger is newer: the provider's
+        time in microseconds (``position_of``) or its sequence number. The stale guard and
+        the hold window compare it; None compares as unknown (never stale)."""
+        return position_of(event.occurred_at)
 
     def challenge(self, delivery: Delivery, *, secrets: Sequence[str]) -> HandshakeResponse | None:
         return None

@@ -1,4 +1,12 @@
-"""GitHub: ``X-Hub-Signature-256: sha256=<hex>`` over the body; dedupe on X-GitHub-Delivery."""
+"""GitHub: ``X-Hub-Signature-256: sha256=<hex>`` over the body; dedupe on X-GitHub-Delivery.
+
+Ordering key: the object the event is about, by event name (``SUBJECTS``). Pull requests,
+issues and discussions are ``{owner}/{repo}#{number}``: they share one numbering per
+repository, so a comment on a pull request (an ``issue_comment`` whose ``issue`` is the
+pull request) joins the pull request's own events. Other subjects (a workflow run, a
+check run, a release, ...) are their ``node_id``. Other events (``push``, ``ping``) have
+no key. Position: the subject's ``updated_at``, else none (GitHub's events carry no time).
+"""
 
 from __future__ import annotations
 
@@ -14,19 +22,58 @@ from hooklatch.providers.base import (
     NOT_JSON,
     Delivery,
     IncomingEvent,
+    KeyedEvent,
     Provider,
     any_digest_matches,
+    dotted,
     hmac_hex,
     json_object,
+    key_text,
+    occurred_at,
+    position_of,
     require_header,
     require_secrets,
 )
 
 PREFIX = "sha256="
+# Event name (X-GitHub-Event) -> the payload's field holding the object it changes.
+SUBJECTS = {
+    "pull_request": "pull_request",
+    "pull_request_review": "pull_request",
+    "pull_request_review_comment": "pull_request",
+    "pull_request_review_thread": "pull_request",
+    "issues": "issue",
+    "issue_comment": "issue",
+    "discussion": "discussion",
+    "discussion_comment": "discussion",
+    "check_run": "check_run",
+    "check_suite": "check_suite",
+    "workflow_run": "workflow_run",
+    "workflow_job": "workflow_job",
+    "deployment": "deployment",
+    "deployment_status": "deployment",
+    "release": "release",
+    "milestone": "milestone",
+}
+NUMBERED = frozenset({"pull_request", "issue", "discussion"})
 
 
 def _signature(secret: str, body: bytes) -> str:
     return PREFIX + hmac_hex(secret, body)
+
+
+def _subject_field(event: KeyedEvent) -> str | None:
+    return SUBJECTS.get(event.type.partition(".")[0])  # the type is "{event}.{action}"
+
+
+def _numbered(repository: Any, subject: Any) -> str | None:
+    """``owner/repo#12``, or None unless the name is text and the number a count."""
+    number = dotted(subject, "number")
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 2**63:
+        return None
+    if not isinstance(repository, str) or not repository:
+        return None
+    return key_text(f"{repository}#{number}")
 
 
 class GitHubProvider(Provider):
@@ -53,6 +100,20 @@ class GitHubProvider(Provider):
         action = payload.get("action")
         event_type = f"{event}.{action}" if isinstance(action, str) and action else event
         return [IncomingEvent(external_id=delivery_id, type=event_type)]
+
+    def ordering_key(self, event: KeyedEvent) -> str | None:
+        field = _subject_field(event)
+        if field is None:
+            return None
+        subject = dotted(event.payload, field)
+        if field in NUMBERED:
+            return _numbered(dotted(event.payload, "repository.full_name"), subject)
+        return key_text(dotted(subject, "node_id"))
+
+    def ordering_position(self, event: KeyedEvent) -> int | None:
+        field = _subject_field(event)
+        updated_at = occurred_at(dotted(event.payload, f"{field}.updated_at")) if field else None
+        return position_of(updated_at or event.occurred_at)
 
     def payload(self, headers: Mapping[str, str], body: bytes) -> Any:
         try:

@@ -12,6 +12,10 @@ stays the same on every attempt of one event,
 entity and when it happened. ``Linear-Delivery`` is used only for a body without those
 fields: whether Linear keeps it across retries is not documented.
 Event type: ``{type}.{action}`` ("Issue.create").
+
+Ordering key: the entity's id, ``data.id``. Position: the entity's ``data.updatedAt``, else
+the event's ``createdAt`` (its occurred_at), else ``webhookTimestamp``. The attempt's time
+comes last: a retry of an old event carries a new one, and would pass for newer.
 """
 
 from __future__ import annotations
@@ -27,14 +31,19 @@ from hooklatch.errors import MalformedRequest, VerificationError
 from hooklatch.providers.base import (
     Delivery,
     IncomingEvent,
+    KeyedEvent,
     Provider,
     any_digest_matches,
     check_timestamp,
+    dotted,
     hmac_hex,
     json_object,
+    key_text,
     occurred_at,
+    position_of,
     require_header,
     require_secrets,
+    unix_time,
     unix_timestamp,
 )
 
@@ -101,6 +110,14 @@ class LinearProvider(Provider):
                 occurred_at=occurred_at(payload.get("createdAt")),
             )
         ]
+
+    def ordering_key(self, event: KeyedEvent) -> str | None:
+        return key_text(dotted(event.payload, "data.id"))
+
+    def ordering_position(self, event: KeyedEvent) -> int | None:
+        updated_at = occurred_at(dotted(event.payload, "data.updatedAt"))
+        sent_at = unix_time(dotted(event.payload, "webhookTimestamp"), milliseconds=True)
+        return position_of(updated_at or event.occurred_at or sent_at)
 
     @staticmethod
     def _dedupe_key(delivery: Delivery, payload: dict[str, Any]) -> str:

@@ -10,6 +10,9 @@ here: it carries the same ``event_id`` and is stored once.
 
 Dedupe key: the body's ``event_id``. Each destination and each replay gets a new
 ``notification_id`` for the same ``event_id``.
+
+Ordering key: the entity's id, ``data.id`` (``txn_...``, ``sub_...``). Its position is the
+default, the body's ``occurred_at`` (microseconds), by which Paddle says to order events.
 """
 
 from __future__ import annotations
@@ -23,11 +26,14 @@ from hooklatch.errors import MalformedRequest, VerificationError
 from hooklatch.providers.base import (
     Delivery,
     IncomingEvent,
+    KeyedEvent,
     Provider,
     any_digest_matches,
     check_timestamp,
+    dotted,
     hmac_hex,
     json_object,
+    key_text,
     occurred_at,
     require_header,
     require_secrets,
@@ -71,6 +77,9 @@ class PaddleProvider(Provider):
                 occurred_at=occurred_at(payload.get("occurred_at")),
             )
         ]
+
+    def ordering_key(self, event: KeyedEvent) -> str | None:
+        return key_text(dotted(event.payload, "data.id"))
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         timestamp = int(now.timestamp())

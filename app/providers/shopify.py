@@ -6,6 +6,12 @@ headers in lower case without the ``X-`` (``shopify-hmac-sha256``, ``shopify-top
 dedupe key: ``X-Shopify-Event-Id`` (the same on every delivery of one event), else
 ``X-Shopify-Webhook-Id``. The type is ``X-Shopify-Topic``. Bodies must be JSON
 (subscriptions in the XML format are refused as malformed).
+
+Ordering key: ``{resource}/{id}``, the topic's resource and the body's ``id``
+("orders/4501" for ``orders/create``, ``orders/paid`` and ``orders/delete`` of one order).
+``admin_graphql_api_id`` would name the order the same way, but a ``*/delete`` body
+carries only the ``id``. Position: the body's ``updated_at``, which a retry keeps, else
+``X-Shopify-Triggered-At`` (the event's time).
 """
 
 from __future__ import annotations
@@ -21,11 +27,15 @@ from hooklatch.errors import MalformedRequest, VerificationError
 from hooklatch.providers.base import (
     Delivery,
     IncomingEvent,
+    KeyedEvent,
     Provider,
     any_digest_matches,
+    dotted,
     hmac_sha256,
     json_object,
+    key_text,
     occurred_at,
+    position_of,
     require_secrets,
 )
 
@@ -75,6 +85,17 @@ class ShopifyProvider(Provider):
             )
         triggered_at = occurred_at(_header(delivery, "Triggered-At"))
         return [IncomingEvent(external_id=key, type=topic, occurred_at=triggered_at)]
+
+    def ordering_key(self, event: KeyedEvent) -> str | None:
+        resource, slash, _ = event.type.partition("/")  # the type is the topic
+        resource_id = key_text(dotted(event.payload, "id"))
+        if not resource or not slash or resource_id is None:
+            return None
+        return key_text(f"{resource}/{resource_id}")
+
+    def ordering_position(self, event: KeyedEvent) -> int | None:
+        updated_at = occurred_at(dotted(event.payload, "updated_at"))
+        return position_of(updated_at or event.occurred_at)
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         return {SIGNATURE: base64.b64encode(_digest(secret, delivery.body)).decode()}

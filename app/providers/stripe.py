@@ -10,11 +10,14 @@ from hooklatch.errors import MalformedRequest, VerificationError
 from hooklatch.providers.base import (
     Delivery,
     IncomingEvent,
+    KeyedEvent,
     Provider,
     any_digest_matches,
     check_timestamp,
+    dotted,
     hmac_hex,
     json_object,
+    key_text,
     require_header,
     require_secrets,
     timestamped_signatures,
@@ -54,6 +57,19 @@ class StripeProvider(Provider):
             )
         occurred_at = unix_time(payload.get("created"))
         return [IncomingEvent(external_id=event_id, type=event_type, occurred_at=occurred_at)]
+
+    def ordering_key(self, event: KeyedEvent) -> str | None:
+        """The customer the object belongs to (``cus_...``), else its subscription, else
+        the object's own id: a customer's own events are keyed by its id, and a
+        subscription's, invoices' and payments' by their customer's. The first of these
+        the object has decides; one that is not an id gives no key. The position is the
+        default, the event's ``created`` (whole seconds)."""
+        subject = dotted(event.payload, "data.object")
+        for field in ("customer", "subscription", "id"):
+            value = dotted(subject, field)
+            if value is not None:
+                return key_text(value)
+        return None
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         timestamp = int(now.timestamp())

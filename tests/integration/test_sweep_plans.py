@@ -20,7 +20,8 @@ def pending_events_with_their_outbox_rows(runtime, n):
     endpoint, _ = make_endpoint(runtime)
     with runtime.engine.begin() as connection:
         connection.exec_driver_sql(
-            "TRUNCATE attempts, outbox, replays, replay_batch_items, events RESTART IDENTITY"
+            "TRUNCATE attempts, outbox, replays, replay_batch_items, ordering_keys, events "
+            "RESTART IDENTITY"
         )
         connection.exec_driver_sql(
             "INSERT INTO events (endpoint_id, provider, external_id, type, status, attempts,"

@@ -26,6 +26,7 @@ TABLES = (
     "audit_log",
     "replay_batch_items",
     "replay_batches",
+    "ordering_keys",
     "test_effects",
 )
 

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from hooklatch.db import UTCDateTime
 from hooklatch.events.models import DEAD, PENDING, Attempt, Event, OutboxEntry, Replay
+from hooklatch.ordering.claims import may_be_queued
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.sinks import Sink, Verdicts
 
@@ -170,7 +171,12 @@ class Sweep:
                 insert(OutboxEntry).from_select(
                     ["event_id", "created_at"],
                     select(Event.id, literal(now, UTCDateTime()))
-                    .where(Event.status == PENDING, Event.next_attempt_at <= now, ~has_row)
+                    .where(
+                        Event.status == PENDING,
+                        Event.next_attempt_at <= now,
+                        ~has_row,
+                        may_be_queued(),
+                    )
                     .limit(limit),
                 )
             )

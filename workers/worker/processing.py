@@ -24,7 +24,10 @@ from hooklatch.events.models import DEAD, IGNORED, PENDING, PROCESSED, Attempt, 
 from hooklatch.handlers import Context, EventView, Route
 from hooklatch.logs import bind
 from hooklatch.metrics import EventTally
+from hooklatch.ordering import claims
+from hooklatch.ordering.claims import KeyRef
 from hooklatch.runtime import Runtime
+from hooklatch.workers.worker.keyed import Drain, run_keyed
 
 log = logging.getLogger(__name__)
 
@@ -83,12 +86,15 @@ def process_chunk(
     counts: Counter[str],
     tally: EventTally | None = None,
     seen: list[tuple[str, str]] | None = None,
+    drain: Drain | None = None,
 ) -> tuple[list[int], list[int]]:
     """Run the handlers of each of these events that is pending and due, once.
 
     Returns the ids dealt with (run, or settled elsewhere: processed already, not due,
-    or held by another worker right now) and those claimed but left for the next
-    transaction because this one has run long enough. Each outcome goes to ``tally``
+    held by another worker right now, or waiting behind their key) and those left for
+    the next transaction because this one has run long enough. Unkeyed events are claimed
+    by their row locks here; keyed ones under their key's lock (``keyed``), which may run
+    more of the key's events than the job brought. Each outcome goes to ``tally``
     (metrics) and ``seen`` (endpoint id, status after the attempt: the console's hourly
     activity), which the caller records once the transaction has committed.
     """
@@ -100,6 +106,7 @@ def process_chunk(
                 Event.id.in_(event_ids),
                 Event.status == PENDING,
                 Event.next_attempt_at <= runtime.clock(),
+                Event.ordering_key.is_(None),
             )
             .order_by(Event.id)
             .with_for_update(skip_locked=True)
@@ -107,22 +114,43 @@ def process_chunk(
     }
     writes = _Writes()
     started = time.monotonic()
+
+    def step(event: ClaimedEvent) -> str:
+        outcome = _process_tallied(session, runtime, event, writes, tally)
+        counts[outcome] += 1
+        return outcome
+
     done: list[int] = []
+    left: list[int] = []
+    unclaimed: list[int] = []
     for position, event_id in enumerate(event_ids):
         if done and time.monotonic() - started > TRANSACTION_SECONDS:
-            rest = event_ids[position:]
-            # Unclaimed ones are settled (processed, not due, or another worker's).
-            done += [i for i in rest if i not in claimed]
-            writes.apply(session, seen)
-            return done, [i for i in rest if i in claimed]
+            left = event_ids[position:]
+            break
         event = claimed.get(event_id)
-        outcome = (
-            _process_tallied(session, runtime, event, writes, tally) if event is not None else None
-        )
-        counts[outcome or "skipped"] += 1
+        if event is None:
+            unclaimed.append(event_id)
+            continue
+        step(event)
         done.append(event_id)
+    wake: list[KeyRef] = []
+    if unclaimed:
+        keyed = run_keyed(
+            session,
+            runtime,
+            unclaimed,
+            step,
+            deadline=started + TRANSACTION_SECONDS,
+            drain=drain or Drain(),
+        )
+        counts["skipped"] += len(set(keyed.done) - set(keyed.ran))
+        done += keyed.done
+        left += keyed.left
+        wake = keyed.wake
     writes.apply(session, seen)
-    return done, []
+    for ref in wake:
+        claims.wake(session, ref, now=runtime.clock())
+    return done, left
 
 
 def release_outbox_rows(session: Session, event_ids: list[int], job_id: str) -> None:

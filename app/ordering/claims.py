@@ -1,0 +1,279 @@
+"""Claiming keyed events: a key's lock, its parked state, its next events in order.
+
+Under ``serial`` and ``fifo`` an event with a key is claimed only by a transaction that
+holds its key's lock: a PostgreSQL transaction-level advisory lock on a hash of
+(endpoint, key), taken with ``pg_try_advisory_xact_lock`` before any of the key's rows
+is locked. It is released at commit or rollback, and with the connection of a process
+that dies: like an event's row lock, "this key is being worked on" is a held lock, never
+a stored state that can go stale. On other databases every transaction takes the write
+lock at BEGIN (SQLite), so a key is always free to the one transaction that runs.
+
+Nothing here commits; the worker's transaction holds what it takes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    ColumnElement,
+    CursorResult,
+    Row,
+    and_,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    tuple_,
+    update,
+)
+from sqlalchemy.orm import Session
+
+from hooklatch.endpoints.models import Endpoint
+from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
+from hooklatch.ordering.models import FIFO, NONE, OrderingKey
+
+
+@dataclass(frozen=True, order=True)
+class KeyRef:
+    endpoint_id: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Policy:
+    """An endpoint's ordering as the worker applies it."""
+
+    ordering: str
+    dead: str
+
+    @property
+    def fifo(self) -> bool:
+        return self.ordering == FIFO
+
+
+def lock_ids(ref: KeyRef) -> tuple[int, int]:
+    """Two 32-bit halves of a 64-bit hash: PostgreSQL's two-key advisory locks, a space
+    apart from the one-key locks that jobs' leases take. Two keys that collide are only
+    serialised together, never run at once."""
+    digest = hashlib.blake2b(f"{ref.endpoint_id}\x00{ref.key}".encode(), digest_size=8).digest()
+    return (
+        int.from_bytes(digest[:4], "big", signed=True),
+        int.from_bytes(digest[4:], "big", signed=True),
+    )
+
+
+def try_key_locks(session: Session, refs: Sequence[KeyRef]) -> set[KeyRef]:
+    """The keys of these whose lock this transaction now holds (held until it ends)."""
+    if not refs:
+        return set()
+    if session.get_bind().dialect.name != "postgresql":
+        return set(refs)
+    params: dict[str, int] = {}
+    calls = []
+    for number, ref in enumerate(refs):
+        params[f"a{number}"], params[f"b{number}"] = lock_ids(ref)
+        calls.append(f"pg_try_advisory_xact_lock(:a{number}, :b{number})")
+    got = session.execute(text("SELECT " + ", ".join(calls)), params).one()
+    return {ref for ref, held in zip(refs, got, strict=True) if held}
+
+
+def wait_key_lock(session: Session, ref: KeyRef) -> None:
+    """Wait for a key's lock (a replay, which must not overlap the key's other events)."""
+    if session.get_bind().dialect.name == "postgresql":
+        a, b = lock_ids(ref)
+        session.execute(text("SELECT pg_advisory_xact_lock(:a, :b)"), {"a": a, "b": b})
+
+
+def keyed_candidates(session: Session, event_ids: Iterable[int]) -> list[Row[Any]]:
+    """The pending keyed events among these, with their endpoint's ordering. No lock."""
+    return list(
+        session.execute(
+            select(
+                Event.id,
+                Event.endpoint_id,
+                Event.ordering_key,
+                Endpoint.ordering,
+                Endpoint.ordering_dead,
+            )
+            .join(Endpoint, Endpoint.id == Event.endpoint_id)
+            .where(
+                Event.id.in_(list(event_ids)),
+                Event.status == PENDING,
+                Event.ordering_key.is_not(None),
+            )
+        )
+    )
+
+
+def parked_keys(session: Session, refs: Sequence[KeyRef]) -> set[KeyRef]:
+    """Those of these keys that a dead event parks (fifo with ordering_dead=park)."""
+    if not refs:
+        return set()
+    dead = Event.__table__.alias("dead")
+    rows = session.execute(
+        select(OrderingKey.endpoint_id, OrderingKey.key)
+        .join(dead, dead.c.id == OrderingKey.parked_event_id)
+        .where(
+            dead.c.status == DEAD,
+            tuple_(OrderingKey.endpoint_id, OrderingKey.key).in_(
+                [(ref.endpoint_id, ref.key) for ref in refs]
+            ),
+        )
+    )
+    return {KeyRef(endpoint_id, key) for endpoint_id, key in rows}
+
+
+def next_events(session: Session, refs: Sequence[KeyRef], *, limit: int) -> list[Row[Any]]:
+    """Up to ``limit`` pending events of each key, locked, in the order the key runs them
+    (ordering_position, id). The caller holds these keys' locks, so nobody else claims
+    their rows: the wait for a row lock is one for a statement in flight (a provider's
+    retry re-arming a dead event), never for a handler."""
+    if not refs:
+        return []
+    ranked = (
+        select(
+            Event.id,
+            func.row_number()
+            .over(
+                partition_by=(Event.endpoint_id, Event.ordering_key),
+                order_by=(Event.ordering_position, Event.id),
+            )
+            .label("rank"),
+        )
+        .where(
+            Event.status == PENDING,
+            tuple_(Event.endpoint_id, Event.ordering_key).in_(
+                [(ref.endpoint_id, ref.key) for ref in refs]
+            ),
+        )
+        .subquery()
+    )
+    ids = select(ranked.c.id).where(ranked.c.rank <= limit)
+    return list(
+        session.execute(
+            select(Event.__table__)
+            .where(Event.id.in_(ids), Event.status == PENDING)
+            .order_by(Event.endpoint_id, Event.ordering_key, Event.ordering_position, Event.id)
+            .with_for_update()
+        )
+    )
+
+
+def park(session: Session, ref: KeyRef, event_id: int, *, now: datetime) -> None:
+    """A dead event holds its key until it succeeds on a replay, a provider's retry
+    re-arms it, or someone releases the key."""
+    _upsert(session, ref, {"parked_event_id": event_id, "parked_at": now, "updated_at": now})
+
+
+def release(session: Session, ref: KeyRef, *, now: datetime) -> int | None:
+    """Unpark a key and hand its next event out. The dead event it was parked on, or
+    None if it was not parked."""
+    parked = session.scalar(
+        update(OrderingKey)
+        .where(
+            OrderingKey.endpoint_id == ref.endpoint_id,
+            OrderingKey.key == ref.key,
+            OrderingKey.parked_event_id.is_not(None),
+        )
+        .values(parked_event_id=None, parked_at=None, updated_at=now)
+        .returning(OrderingKey.parked_event_id)
+    )
+    wake(session, ref, now=now)
+    return parked
+
+
+def wake(session: Session, ref: KeyRef, *, now: datetime) -> int | None:
+    """Hand the key's next pending, due event to the relay (a new outbox row, or its row
+    handed out again): whoever claims it goes on through the key. Its id, or None."""
+    head = session.scalar(
+        select(Event.id)
+        .where(
+            Event.endpoint_id == ref.endpoint_id,
+            Event.ordering_key == ref.key,
+            Event.status == PENDING,
+        )
+        .order_by(Event.ordering_position, Event.id)
+        .limit(1)
+    )
+    if head is None:
+        return None
+    moved = cast(
+        CursorResult[Any],
+        session.execute(
+            update(OutboxEntry)
+            .where(OutboxEntry.event_id == head, OutboxEntry.replay_id.is_(None))
+            .values(job_id=None, dispatched_at=None)
+        ),
+    ).rowcount
+    if not moved:
+        session.execute(insert(OutboxEntry).values(event_id=head, created_at=now))
+    return head
+
+
+def forget_rows(session: Session, event_ids: Sequence[int]) -> None:
+    """Delete every outbox row of events that ran, whichever job they were handed to:
+    a key's holder runs events that arrived in other jobs."""
+    if event_ids:
+        session.execute(
+            delete(OutboxEntry).where(
+                OutboxEntry.event_id.in_(event_ids), OutboxEntry.replay_id.is_(None)
+            )
+        )
+
+
+def _upsert(session: Session, ref: KeyRef, values: dict[str, Any]) -> None:
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as upsert
+    else:
+        from sqlalchemy.dialects.sqlite import insert as upsert  # type: ignore[assignment]
+    statement = upsert(OrderingKey).values(endpoint_id=ref.endpoint_id, key=ref.key, **values)
+    session.execute(
+        statement.on_conflict_do_update(
+            index_elements=[OrderingKey.endpoint_id, OrderingKey.key], set_=values
+        )
+    )
+
+
+def may_be_queued() -> ColumnElement[bool]:
+    """For the relay's sweep, which gives pending, due events without an outbox row one:
+    under fifo only a key's first pending event, and none of a parked key. The others
+    wait for the key's holder, who runs them after it (or hands the next one out)."""
+    head = Event.__table__.alias("head")
+    dead = Event.__table__.alias("dead")
+    fifo = exists(
+        select(Endpoint.id).where(Endpoint.id == Event.endpoint_id, Endpoint.ordering == FIFO)
+    )
+    first = (
+        select(head.c.id)
+        .where(
+            head.c.endpoint_id == Event.endpoint_id,
+            head.c.ordering_key == Event.ordering_key,
+            head.c.status == PENDING,
+        )
+        .order_by(head.c.ordering_position, head.c.id)
+        .limit(1)
+        .scalar_subquery()
+    )
+    parked = exists(
+        select(OrderingKey.key)
+        .join(dead, dead.c.id == OrderingKey.parked_event_id)
+        .where(
+            OrderingKey.endpoint_id == Event.endpoint_id,
+            OrderingKey.key == Event.ordering_key,
+            dead.c.status == DEAD,
+        )
+    )
+    return or_(Event.ordering_key.is_(None), ~fifo, and_(Event.id == first, ~parked))
+
+
+def policy_of(ordering: str | None, dead: str | None) -> Policy:
+    return Policy(ordering or NONE, dead or "park")
