@@ -174,8 +174,10 @@ def park(session: Session, ref: KeyRef, event_id: int, *, now: datetime) -> None
 
 
 def release(session: Session, ref: KeyRef, *, now: datetime) -> int | None:
-    """Unpark a key and hand its next event out. The dead event it was parked on, or
-    None if it was not parked."""
+    """Unpark a key and hand its next event out, under the key's lock (a worker holding it
+    may be settling the key's events as parked). The dead event it was parked on, or None
+    if it was not parked."""
+    wait_key_lock(session, ref)
     parked = session.scalar(
         update(OrderingKey)
         .where(
