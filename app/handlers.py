@@ -9,6 +9,13 @@
 A handler runs inside the transaction that marks the event processed: what it
 writes through ``ctx.session`` commits with that mark or not at all. Pass
 ``ctx.idempotency_key`` to anything outside the database.
+
+    @on("stripe", "customer.subscription.*", skip_stale=True)
+    def save_subscription(event, ctx): ...
+
+A handler with ``skip_stale=True`` does not run for an event older than the newest one of
+its key already applied (``hooklatch.ordering.stale``); ``ctx.is_stale()`` asks the same
+from inside a handler.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.orm import Session
 
@@ -38,6 +45,10 @@ class EventView:
     occurred_at: datetime | None
 
 
+class Guard(Protocol):
+    def check(self) -> Any: ...
+
+
 @dataclass(frozen=True)
 class Context:
     session: Session
@@ -46,6 +57,14 @@ class Context:
     is_replay: bool
     log: logging.LoggerAdapter
     replay_id: int | None = None
+    guard: Guard | None = field(default=None, repr=False)
+
+    def is_stale(self) -> bool:
+        """True when an event of this key with a newer provider time or sequence has
+        been applied already: this one's state must not overwrite it. Asking opts this
+        event in: once its handlers succeed, its position is the key's newest (if it is).
+        Equal positions are not stale. An event without a key or position never is."""
+        return self.guard is not None and self.guard.check() is not None
 
 
 Handler = Callable[[EventView, Context], Any]
@@ -56,6 +75,8 @@ class Route:
     provider: str
     pattern: str
     handler: Handler
+    # Not run for a stale event (hooklatch.ordering.stale).
+    skip_stale: bool = False
 
     def matches(self, provider: str, event_type: str) -> bool:
         return fnmatchcase(provider, self.provider) and fnmatchcase(event_type, self.pattern)
@@ -69,9 +90,11 @@ class Route:
 class Router:
     routes: list[Route] = field(default_factory=list)
 
-    def on(self, provider: str, event_type: str = "*") -> Callable[[Handler], Handler]:
+    def on(
+        self, provider: str, event_type: str = "*", *, skip_stale: bool = False
+    ) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
-            self.routes.append(Route(provider, event_type, handler))
+            self.routes.append(Route(provider, event_type, handler, skip_stale=skip_stale))
             return handler
 
         return register

@@ -178,15 +178,14 @@ def release(session: Session, ref: KeyRef, *, now: datetime) -> int | None:
     may be settling the key's events as parked). The dead event it was parked on, or None
     if it was not parked."""
     wait_key_lock(session, ref)
-    parked = session.scalar(
+    where = (OrderingKey.endpoint_id == ref.endpoint_id, OrderingKey.key == ref.key)
+    parked = session.scalar(select(OrderingKey.parked_event_id).where(*where).with_for_update())
+    if parked is None:
+        return None
+    session.execute(
         update(OrderingKey)
-        .where(
-            OrderingKey.endpoint_id == ref.endpoint_id,
-            OrderingKey.key == ref.key,
-            OrderingKey.parked_event_id.is_not(None),
-        )
+        .where(*where)
         .values(parked_event_id=None, parked_at=None, updated_at=now)
-        .returning(OrderingKey.parked_event_id)
     )
     wake(session, ref, now=now)
     return parked
@@ -275,6 +274,16 @@ def may_be_queued() -> ColumnElement[bool]:
         )
     )
     return or_(Event.ordering_key.is_(None), ~fifo, and_(Event.id == first, ~parked))
+
+
+def fifo_key(session: Session, event_id: int) -> tuple[KeyRef, str] | None:
+    """The event's key and what a dead event does to it, if its endpoint is fifo."""
+    row = session.execute(
+        select(Event.endpoint_id, Event.ordering_key, Endpoint.ordering_dead)
+        .join(Endpoint, Endpoint.id == Event.endpoint_id)
+        .where(Event.id == event_id, Event.ordering_key.is_not(None), Endpoint.ordering == FIFO)
+    ).first()
+    return None if row is None else (KeyRef(row.endpoint_id, row.ordering_key), row.ordering_dead)
 
 
 def policy_of(ordering: str | None, dead: str | None) -> Policy:

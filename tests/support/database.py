@@ -28,6 +28,7 @@ TABLES = (
     "replay_batches",
     "ordering_keys",
     "test_effects",
+    "test_runs",
 )
 
 

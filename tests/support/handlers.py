@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from hooklatch import on
-from tests.support.effects import effects
+from tests.support.effects import effects, runs
 
 
 def _write(event, ctx):
@@ -87,3 +87,34 @@ def fail_while_broken(event, ctx):
     _write(event, ctx)
     if (Path(os.environ["HOOKLATCH_TEST_MARKERS"]) / "broken").exists():
         raise RuntimeError("the downstream API is down (the test's marker says so)")
+
+
+@on("*", "ordered.*")
+def record_run(event, ctx):
+    """Takes a while and records when it ran, for the ordering tests: runs of one key must
+    never overlap, and under fifo start in the key's order. ``ordered.fail`` always fails,
+    ``ordered.flaky`` fails on its first attempt, ``ordered.hang`` hangs on its first run
+    (so a test can kill the process)."""
+    started = time.time()
+    kind = event.type.split(".", 1)[1]
+    marker = Path(os.environ.get("HOOKLATCH_TEST_MARKERS", "/nonexistent")) / event.external_id
+    if kind == "fail":
+        raise RuntimeError("this event always fails")
+    if kind == "flaky" and not marker.exists():
+        marker.write_text("failed once")
+        raise RuntimeError("first attempt fails")
+    if kind == "hang" and not marker.exists():
+        marker.write_text(str(os.getpid()))
+        while True:
+            time.sleep(1)
+    time.sleep(float(os.environ.get("HOOKLATCH_TEST_RUN_SECONDS", "0.01")))
+    ctx.session.execute(
+        runs.insert().values(
+            event_id=event.id,
+            key=event.payload["data"]["object"].get("customer", ""),
+            started=started,
+            finished=time.time(),
+            pid=os.getpid(),
+            is_replay=ctx.is_replay,
+        )
+    )

@@ -19,7 +19,9 @@ from sqlalchemy.orm import Session
 
 from hooklatch.db import UTCDateTime
 from hooklatch.events.models import DEAD, PENDING, Attempt, Event, OutboxEntry, Replay
-from hooklatch.ordering.claims import may_be_queued
+from hooklatch.ordering import claims
+from hooklatch.ordering.claims import fifo_key, may_be_queued
+from hooklatch.ordering.models import PARK
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.sinks import Sink, Verdicts
 
@@ -123,6 +125,10 @@ class Sweep:
                     .values(status="failed", error=error, finished_at=now)
                 )
                 continue
+            fifo = fifo_key(session, row.event_id)
+            if fifo is not None and not claims.try_key_locks(session, [fifo[0]]):
+                held.add(row.id)  # its key's holder may be running it: a later sweep
+                continue
             event = session.scalars(
                 select(Event)
                 .where(Event.id == row.event_id, Event.status == PENDING)
@@ -133,6 +139,8 @@ class Sweep:
                 if session.scalar(still) == PENDING:
                     held.add(row.id)
                 continue
+            if fifo is not None and fifo[1] == PARK:
+                claims.park(session, fifo[0], event.id, now=now)
             event.attempts += 1
             event.status, event.next_attempt_at, event.last_error = DEAD, None, error
             session.add(

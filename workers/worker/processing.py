@@ -26,6 +26,7 @@ from hooklatch.logs import bind
 from hooklatch.metrics import EventTally
 from hooklatch.ordering import claims
 from hooklatch.ordering.claims import KeyRef
+from hooklatch.ordering.stale import StaleGuard, Staleness
 from hooklatch.runtime import Runtime
 from hooklatch.workers.worker.keyed import Drain, run_keyed
 
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 SUCCEEDED = "succeeded"
 FAILED = "failed"
+STALE = "stale"  # older than its key's newest applied event: ignored, with the reason
 _random = secrets.SystemRandom()
 
 # A chunk starts no further event once it has run this long: the per-event cost of a
@@ -67,6 +69,8 @@ class ClaimedEvent(Protocol):
     def next_attempt_at(self) -> datetime | None: ...
     @property
     def occurred_at(self) -> datetime | None: ...
+    @property
+    def ordering_key(self) -> str | None: ...
 
 
 def idempotency_key(event: ClaimedEvent) -> str:
@@ -167,10 +171,15 @@ def release_outbox_rows(session: Session, event_ids: list[int], job_id: str) -> 
 
 
 def run_handlers(
-    session: Session, runtime: Runtime, event: ClaimedEvent, routes: list[Route], context: Context
+    session: Session,
+    runtime: Runtime,
+    event: ClaimedEvent,
+    routes: list[Route],
+    context: Context,
+    view: EventView | None = None,
 ) -> None:
     """Run every handler in a savepoint: an error undoes all their writes, not the claim."""
-    view = _view(runtime, event)
+    view = view or _view(runtime, event)
     savepoint = session.begin_nested()
     try:
         for route in routes:
@@ -192,6 +201,7 @@ def context_for(
     number: int,
     *,
     replay_id: int | None = None,
+    guard: StaleGuard | None = None,
 ) -> Context:
     return Context(
         session=session,
@@ -200,7 +210,22 @@ def context_for(
         is_replay=replay_id is not None,
         replay_id=replay_id,
         log=logging.LoggerAdapter(logging.getLogger("hooklatch.handlers"), {}),
+        guard=guard,
     )
+
+
+def guarded(
+    session: Session, runtime: Runtime, event: ClaimedEvent, routes: list[Route]
+) -> tuple[EventView, StaleGuard, list[Route], Staleness | None]:
+    """The event as handlers see it, its stale guard, and the routes to run: those with
+    ``skip_stale`` are left out when the event is stale (asked only if one has it)."""
+    view = _view(runtime, event)
+    guard = StaleGuard(
+        session, runtime.provider(event.provider), view, event.ordering_key, runtime.clock()
+    )
+    stale = guard.check() if any(route.skip_stale for route in routes) else None
+    running = [route for route in routes if not (stale and route.skip_stale)]
+    return view, guard, running, stale
 
 
 def error_text(exc: BaseException) -> str:
@@ -343,12 +368,22 @@ def _process_claimed(
             writes.add(event, IGNORED, attempt_row(event, number, IGNORED, routes, now, now))
             log.info("no handler for %s %s: marked ignored", event.provider, event.type)
             return IGNORED
-        context = context_for(session, event, number)
+        view, guard, running, stale = guarded(session, runtime, event, routes)
+        context = context_for(session, event, number, guard=guard)
         try:
-            run_handlers(session, runtime, event, routes, context)
+            if running:
+                run_handlers(session, runtime, event, running, context, view)
         except Exception as exc:
             return _failed(runtime, event, number, routes, exc, now, writes)
         finished = runtime.clock()
+        stale = guard.check() if guard.asked else None
+        if stale is not None:
+            # Never dropped silently: ignored, with the reason on its attempt.
+            attempt = attempt_row(event, number, STALE, routes, now, finished, error=stale.reason)
+            writes.add(event, IGNORED, attempt, last_error=stale.reason)
+            log.info("%s: marked ignored", stale.reason)
+            return IGNORED
+        guard.applied()
         writes.add(event, PROCESSED, attempt_row(event, number, SUCCEEDED, routes, now, finished))
         return PROCESSED
 

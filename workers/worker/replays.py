@@ -8,15 +8,29 @@ import logging
 from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session
 
-from hooklatch.events.models import PENDING, PROCESSED, Attempt, Event, OutboxEntry, Replay
+from hooklatch.endpoints.models import Endpoint
+from hooklatch.events.models import (
+    DEAD,
+    PENDING,
+    PROCESSED,
+    Attempt,
+    Event,
+    OutboxEntry,
+    Replay,
+)
 from hooklatch.logs import bind
+from hooklatch.ordering import claims
+from hooklatch.ordering.claims import KeyRef
+from hooklatch.ordering.models import NONE
 from hooklatch.runtime import Runtime
 from hooklatch.workers.worker.processing import (
     FAILED,
+    STALE,
     SUCCEEDED,
     attempt_row,
     context_for,
     error_text,
+    guarded,
     run_handlers,
     traceback_text,
 )
@@ -35,9 +49,14 @@ def process_replay(session: Session, runtime: Runtime, replay_id: int) -> str | 
     ).one_or_none()
     if replay is None:
         return None
+    ref = _ordered_key(session, replay.event_id)
+    if ref is not None:
+        # Never beside another event of its key: wait for the key as for the row.
+        claims.wait_key_lock(session, ref)
     event = session.scalars(
         select(Event).where(Event.id == replay.event_id).with_for_update()
     ).one()
+    was_dead = event.status == DEAD
     with bind(event_id=event.id, endpoint_id=event.endpoint_id, replay_id=replay.id):
         if event.body is None:
             # Retention leaves an event with a replay waiting alone; this is a payload
@@ -49,21 +68,34 @@ def process_replay(session: Session, runtime: Runtime, replay_id: int) -> str | 
         started = runtime.clock()
         number = 1 + (session.scalar(select(func.count()).where(Attempt.event_id == event.id)) or 0)
         routes = runtime.router.handlers_for(event.provider, event.type)
-        context = context_for(session, event, number, replay_id=replay.id)
+        view, guard, running, stale = guarded(session, runtime, event, routes)
+        context = context_for(session, event, number, replay_id=replay.id, guard=guard)
         trace = None
         try:
-            run_handlers(session, runtime, event, routes, context)
+            if running:
+                run_handlers(session, runtime, event, running, context, view)
         except Exception as exc:
             replay.status, replay.error = FAILED, error_text(exc)
             trace = traceback_text(exc)
             outcome: str = FAILED
             log.warning("replay %d failed: %s", replay.id, replay.error)
         else:
-            replay.status = outcome = SUCCEEDED
-            if routes:
+            stale = guard.check() if guard.asked else None
+            if stale is not None:
+                # An older state replayed stays older: the event keeps its status.
+                replay.status = outcome = STALE
+                replay.error = stale.reason
+                log.info("replay %d: %s", replay.id, stale.reason)
+            else:
+                replay.status = outcome = SUCCEEDED
+                guard.applied()
+            if routes and stale is None:
                 finished = runtime.clock()
                 event.status, event.processed_at = PROCESSED, finished
                 event.next_attempt_at, event.last_error = None, None
+                if ref is not None and was_dead:
+                    # A dead event that parked its key no longer does: the key goes on.
+                    claims.wake(session, ref, now=finished)
         replay.finished_at = runtime.clock()
         error = None if outcome == SUCCEEDED else replay.error
         session.add(
@@ -82,6 +114,18 @@ def process_replay(session: Session, runtime: Runtime, replay_id: int) -> str | 
             )
         )
         return outcome
+
+
+def _ordered_key(session: Session, event_id: int) -> KeyRef | None:
+    """The event's key, if its endpoint orders its events."""
+    row = session.execute(
+        select(Event.endpoint_id, Event.ordering_key, Endpoint.ordering)
+        .join(Endpoint, Endpoint.id == Event.endpoint_id)
+        .where(Event.id == event_id)
+    ).one()
+    if row.ordering_key is None or row.ordering == NONE:
+        return None
+    return KeyRef(row.endpoint_id, row.ordering_key)
 
 
 def release_replay_rows(session: Session, replay_id: int, job_id: str) -> None:
