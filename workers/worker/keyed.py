@@ -14,6 +14,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -156,29 +157,31 @@ def _run_key(
         if policy.fifo and status == PENDING:  # failed, retried later: the key waits
             break
     else:
-        stopped_for_time = len(rows) >= EVENTS_PER_KEY
+        # Every row read ran or was not due: more may follow past those read.
+        stopped_for_time = len(rows) >= EVENTS_PER_KEY and rows[-1].id in ran
     unrun = [i for i in given if i not in ran]
     if not stopped_for_time:
         result.done += given  # the key waits (fifo), or these are not due (serial)
         return
     if drain.remaining > 0:
         # The job goes on with this key in its next transaction.
-        result.left += unrun or _next_id(session, ref, ran)
+        result.left += unrun or _next_id(session, ref, ran, now)
     else:
         # This job has run its share: the relay hands the key's next event out again.
         result.wake.append(ref)
     result.done += [i for i in given if i not in result.left]
 
 
-def _next_id(session: Session, ref: KeyRef, ran: set[int]) -> list[int]:
-    """The key's next pending event past those this transaction ran (their new states are
-    written at its end)."""
+def _next_id(session: Session, ref: KeyRef, ran: set[int], now: datetime) -> list[int]:
+    """The key's next pending, due event past those this transaction ran (their new
+    states are written at its end)."""
     found = session.scalar(
         select(Event.id)
         .where(
             Event.endpoint_id == ref.endpoint_id,
             Event.ordering_key == ref.key,
             Event.status == PENDING,
+            Event.next_attempt_at <= now,
             Event.id.not_in(ran),
         )
         .order_by(Event.ordering_position, Event.id)
