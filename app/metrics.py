@@ -185,7 +185,8 @@ START_LAG = Histogram(
 CLEANUP_ROWS = Counter(
     "hooklatch_cleanup_rows",
     "Rows cleanup changed, by action: pruned (payloads), deleted (events), "
-    "deleted_refusals, deleted_heartbeats.",
+    "deleted_refusals, deleted_heartbeats, deleted_activity, deleted_batches, deleted_audit, "
+    "deleted_keys.",
     ["action"],
     registry=REGISTRY,
 )

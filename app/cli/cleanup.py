@@ -37,6 +37,7 @@ def cleanup(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
         f"replays {verb} deleted; {done.deleted_audit} audit entries older than "
         f"{settings.audit_retention_days:g} days {verb} deleted"
     )
+    click.echo(f"{done.deleted_keys} ordering keys idle past the dedupe clock {verb} deleted")
     if not dry_run:
         click.echo(f"{done.batches} batches in {done.seconds:.2f} s")
     if done.oldest_expired_seconds:

@@ -50,6 +50,7 @@ from hooklatch.events.models import (
 from hooklatch.operations.activity import delete_before as delete_activity_before
 from hooklatch.operations.activity import hour_of
 from hooklatch.operations.models import ActivityCount, AuditEntry, Heartbeat
+from hooklatch.ordering.models import OrderingKey
 from hooklatch.runtime import Runtime
 
 HEARTBEAT_RETENTION = timedelta(days=1)
@@ -70,6 +71,9 @@ class CleanupPass:
     deleted_activity: int = 0
     deleted_batches: int = 0
     deleted_audit: int = 0
+    # Keys whose stale-guard position nobody has touched for the dedupe clock: any event
+    # older than it is past every provider's retries. A key parked by a dead event stays.
+    deleted_keys: int = 0
     batches: int = 0
     seconds: float = 0.0
     # How far past its clock the oldest row left behind is (0 when none is): grows when
@@ -119,11 +123,29 @@ class Retention:
                 )
                 result.deleted_batches = _count(session, ReplayBatch, _old_batch(dedupe_cutoff))
                 result.deleted_audit = _count(session, AuditEntry, AuditEntry.at < audit_cutoff)
+                result.deleted_keys = _count(session, OrderingKey, _idle_key(dedupe_cutoff))
         else:
             steps = (
                 ("deleted", lambda s: self._delete_events(s, dedupe_cutoff)),
                 ("pruned", lambda s: self._prune_payloads(s, payload_cutoff)),
-                ("deleted_refusals", lambda s: self._delete_refusals(s, dedupe_cutoff)),
+                (
+                    "deleted_refusals",
+                    lambda s: self._delete_by_key(
+                        s,
+                        Refusal,
+                        (Refusal.endpoint_id, Refusal.reason),
+                        Refusal.last_at < dedupe_cutoff,
+                    ),
+                ),
+                (
+                    "deleted_keys",
+                    lambda s: self._delete_by_key(
+                        s,
+                        OrderingKey,
+                        (OrderingKey.endpoint_id, OrderingKey.key),
+                        _idle_key(dedupe_cutoff),
+                    ),
+                ),
                 ("deleted_heartbeats", lambda s: _delete_heartbeats(s, now)),
                 ("deleted_activity", lambda s: delete_activity_before(s, dedupe_cutoff)),
                 (
@@ -202,17 +224,22 @@ class Retention:
             )
         )
 
-    def _delete_refusals(self, session: Session, cutoff: datetime) -> int:
+    def _delete_by_key(
+        self, session: Session, entity: Any, key: tuple[Any, ...], condition: ColumnElement[bool]
+    ) -> int:
+        """A batch of a side table keyed by several columns, rows others hold skipped."""
         keys = (
-            select(Refusal.endpoint_id, Refusal.reason)
-            .where(Refusal.last_at < cutoff)
+            select(*key)
+            .where(condition)
             .limit(self.settings.cleanup_batch_size)
             .with_for_update(skip_locked=True)
         )
-        result = session.execute(
-            delete(Refusal).where(tuple_(Refusal.endpoint_id, Refusal.reason).in_(keys))
-        )
+        result = session.execute(delete(entity).where(tuple_(*key).in_(keys)))
         return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def _idle_key(cutoff: datetime) -> ColumnElement[bool]:
+    return and_(OrderingKey.updated_at < cutoff, OrderingKey.parked_event_id.is_(None))
 
 
 def _old_batch(cutoff: datetime) -> ColumnElement[bool]:

@@ -402,3 +402,36 @@ def test_deleting_a_replay_finds_its_attempts_by_index_not_by_reading_them_all(r
     scan = plan[0]["Plan"]["Plans"][0]
     examined = scan["Actual Rows"] + scan.get("Rows Removed by Filter", 0)
     assert examined < 100, scan
+
+
+def test_ordering_keys_idle_past_the_dedupe_clock_go_unless_a_dead_event_parks_them(runtime):
+    endpoint, _ = make_endpoint(runtime)
+    old, recent = FIRST_SEEN, DEDUPE_EXPIRED - timedelta(days=1)
+    with runtime.engine.begin() as c:
+        dead = c.execute(
+            text(
+                "INSERT INTO events (endpoint_id, provider, external_id, type, status, attempts,"
+                " body, headers, body_sha256, received_at, next_attempt_at,"
+                " mismatched_duplicates, ordering_key, ordering_position)"
+                " VALUES (:e, 'stripe', 'evt_dead', 't', 'dead', 8, '\\x7b7d', '{}', 'x', :t,"
+                " :t, 0, 'cus_parked', 0) RETURNING id"
+            ),
+            {"e": endpoint, "t": recent},
+        ).scalar_one()
+        for key, updated, parked in (
+            ("cus_idle", old, None),
+            ("cus_recent", recent, None),
+            ("cus_parked", old, dead),
+        ):
+            c.execute(
+                text(
+                    "INSERT INTO ordering_keys (endpoint_id, key, applied_position,"
+                    " parked_event_id, updated_at) VALUES (:e, :k, 1, :p, :u)"
+                ),
+                {"e": endpoint, "k": key, "p": parked, "u": updated},
+            )
+
+    assert cleanup_at(runtime, DEDUPE_EXPIRED).once(dry_run=True).deleted_keys == 1
+    assert cleanup_at(runtime, DEDUPE_EXPIRED).once().deleted_keys == 1
+    assert count(runtime, "SELECT count(*) FROM ordering_keys WHERE key = 'cus_idle'") == 0
+    assert count(runtime, "SELECT count(*) FROM ordering_keys") == 2

@@ -67,6 +67,7 @@ def record(done: CleanupPass) -> None:
         "deleted_activity",
         "deleted_batches",
         "deleted_audit",
+        "deleted_keys",
     ):
         CLEANUP_ROWS.labels(action).inc(getattr(done, action))
     for seconds in done.batch_seconds:
