@@ -280,3 +280,23 @@ def _external_id(runtime, event_id):
 def _parent(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_text()
     return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def test_a_replay_that_makes_a_parked_dead_event_succeed_lets_its_key_go_on(
+    procs, proc_settings, runtime, client, tmp_path
+):
+    endpoint = ordered_endpoint(runtime, "fifo", dead="park")
+    started, _ = start_pipeline(procs, proc_settings, tmp_path, HOOKLATCH_MAX_ATTEMPTS="1")
+    head = send(client, endpoint, "cus_a", "flaky")  # dies on its one attempt
+    behind = [send(client, endpoint, "cus_a") for _ in range(3)]
+    wait_status(runtime, [head], "dead", started)
+    time.sleep(2 * proc_settings.sweep_interval_seconds + proc_settings.dispatch_grace_seconds)
+    assert set(statuses(runtime, behind).values()) == {"pending"}
+
+    with runtime.session_factory.begin() as session:
+        replay_one(session, head, actor="test", reason="fixed the bug", now=runtime.clock())
+    wait_status(runtime, [head, *behind], "processed", started)
+    key_runs = recorded(runtime)["cus_a"]
+    assert [r.event_id for r in key_runs] == [head, *behind]
+    assert key_runs[0].is_replay
+    assert_no_overlap({"cus_a": key_runs})
