@@ -191,10 +191,11 @@ def release(session: Session, ref: KeyRef, *, now: datetime) -> int | None:
     return parked
 
 
-def wake(session: Session, ref: KeyRef, *, now: datetime) -> int | None:
-    """Hand the key's next pending, due event to the relay (a new outbox row, or its row
-    handed out again): whoever claims it goes on through the key. Its id, or None."""
-    head = session.scalar(
+def first_pending(
+    session: Session, ref: KeyRef, *, due_by: datetime | None = None, past: Iterable[int] = ()
+) -> int | None:
+    """The key's first pending event in its order (due by then, and not one of ``past``)."""
+    query = (
         select(Event.id)
         .where(
             Event.endpoint_id == ref.endpoint_id,
@@ -204,6 +205,17 @@ def wake(session: Session, ref: KeyRef, *, now: datetime) -> int | None:
         .order_by(Event.ordering_position, Event.id)
         .limit(1)
     )
+    if due_by is not None:
+        query = query.where(Event.next_attempt_at <= due_by)
+    if past:
+        query = query.where(Event.id.not_in(list(past)))
+    return session.scalar(query)
+
+
+def wake(session: Session, ref: KeyRef, *, now: datetime) -> int | None:
+    """Hand the key's next pending event to the relay (a new outbox row, or its row
+    handed out again): whoever claims it goes on through the key. Its id, or None."""
+    head = first_pending(session, ref)
     if head is None:
         return None
     moved = cast(

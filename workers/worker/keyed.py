@@ -173,18 +173,7 @@ def _run_key(
 
 
 def _next_id(session: Session, ref: KeyRef, ran: set[int], now: datetime) -> list[int]:
-    """The key's next pending, due event past those this transaction ran (their new
-    states are written at its end)."""
-    found = session.scalar(
-        select(Event.id)
-        .where(
-            Event.endpoint_id == ref.endpoint_id,
-            Event.ordering_key == ref.key,
-            Event.status == PENDING,
-            Event.next_attempt_at <= now,
-            Event.id.not_in(ran),
-        )
-        .order_by(Event.ordering_position, Event.id)
-        .limit(1)
-    )
+    """The key's next due event past those this transaction ran (their new states are
+    written at its end)."""
+    found = claims.first_pending(session, ref, due_by=now, past=ran)
     return [] if found is None else [found]
