@@ -1,5 +1,6 @@
 """The gauges read from the database for /metrics: outbox rows waiting and the age of the
-oldest, pending and dead events, relays and workers alive (by heartbeat).
+oldest, pending and dead events, blocked ordering keys, relays and workers alive (by
+heartbeat).
 
 A scrape never waits for these queries: it is answered from the last values read, and
 when they are older than HOOKLATCH_METRICS_CACHE_SECONDS it starts one refresh in the
@@ -26,6 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from hooklatch.db import READ_ONLY
 from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
 from hooklatch.operations.models import Heartbeat
+from hooklatch.ordering.service import count_blocked
 from hooklatch.runtime import Runtime
 from hooklatch.settings import Settings
 
@@ -61,11 +63,12 @@ class Backlog:
     events_pending: int
     events_dead: int
     alive: dict[str, int]
+    blocked_keys: int = 0
 
 
 def read_backlog(runtime: Runtime) -> Backlog:
-    """Three small queries on indexed columns and the heartbeats (a row per process), in
-    one reading transaction."""
+    """Small queries on indexed columns, the heartbeats (a row per process) and the keyed
+    pending events (a partial index), in one reading transaction."""
     now = runtime.clock()
     every = runtime.settings.heartbeat_seconds
     connection = runtime.engine.connect().execution_options(**{READ_ONLY: True})
@@ -84,6 +87,7 @@ def read_backlog(runtime: Runtime) -> Backlog:
             ).all()
         )
         beats = connection.execute(select(Heartbeat.kind, Heartbeat.beat_at, Heartbeat.state)).all()
+        blocked = count_blocked(connection)
     alive = {kind: 0 for kind in kinds(runtime.settings)}
     for kind, beat_at, state in beats:
         if kind in alive and beat_alive(beat_at, state, now, every):
@@ -94,6 +98,7 @@ def read_backlog(runtime: Runtime) -> Backlog:
         events_pending=int(statuses.get(PENDING, 0)),
         events_dead=int(statuses.get(DEAD, 0)),
         alive=alive,
+        blocked_keys=blocked,
     )
 
 
@@ -145,6 +150,12 @@ class BacklogCollector(Collector):
         )
         yield _gauge("hooklatch_events_pending", "Events pending.", values.events_pending)
         yield _gauge("hooklatch_events_dead", "Events dead.", values.events_dead)
+        yield _gauge(
+            "hooklatch_ordering_blocked_keys",
+            "Keys of fifo endpoints whose next event cannot run: parked by a dead event, or "
+            "failing (hooklatch ordering blocked).",
+            values.blocked_keys,
+        )
         alive = GaugeMetricFamily(
             "hooklatch_processes_alive",
             "Relays and workers (embedded: dispatchers) whose heartbeat is recent, by kind.",

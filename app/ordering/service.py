@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select
 from sqlalchemy.orm import Session
 
 from hooklatch.endpoints.models import Endpoint
@@ -129,19 +129,7 @@ def blocked_keys(session: Session, *, limit: int = 100) -> list[BlockedKey]:
 
 
 def _parked(session: Session, limit: int) -> list[BlockedKey]:
-    rows = session.execute(
-        select(
-            OrderingKey.endpoint_id,
-            OrderingKey.key,
-            OrderingKey.parked_event_id,
-            OrderingKey.parked_at,
-            Event.last_error,
-        )
-        .join(Event, Event.id == OrderingKey.parked_event_id)
-        .where(Event.status == DEAD)
-        .order_by(OrderingKey.parked_at)
-        .limit(limit)
-    ).all()
+    rows = session.execute(_parked_rows().order_by(OrderingKey.parked_at).limit(limit)).all()
     return [
         BlockedKey(
             row.endpoint_id,
@@ -156,8 +144,9 @@ def _parked(session: Session, limit: int) -> list[BlockedKey]:
     ]
 
 
-def _failing(session: Session, limit: int) -> list[BlockedKey]:
-    ranked = (
+def _heads() -> Any:
+    """Each fifo key's first pending event (rank 1), as a subquery."""
+    return (
         select(
             Event.id,
             Event.endpoint_id,
@@ -176,6 +165,32 @@ def _failing(session: Session, limit: int) -> list[BlockedKey]:
         .where(Event.ordering_key.is_not(None), Event.status == PENDING, Endpoint.ordering == FIFO)
         .subquery()
     )
+
+
+def _parked_rows() -> Any:
+    return (
+        select(
+            OrderingKey.endpoint_id,
+            OrderingKey.key,
+            OrderingKey.parked_event_id,
+            OrderingKey.parked_at,
+            Event.last_error,
+        )
+        .join(Event, Event.id == OrderingKey.parked_event_id)
+        .where(Event.status == DEAD)
+    )
+
+
+def count_blocked(connection: Connection | Session) -> int:
+    """How many keys are blocked (the metrics gauge): parked, or with a failing head."""
+    heads = _heads()
+    failing = select(func.count()).where(heads.c.rank == 1, heads.c.attempts > 0)
+    parked = select(func.count()).select_from(_parked_rows().subquery())
+    return int(connection.scalar(failing) or 0) + int(connection.scalar(parked) or 0)
+
+
+def _failing(session: Session, limit: int) -> list[BlockedKey]:
+    ranked = _heads()
     first_failure = (
         select(func.min(Attempt.finished_at))
         .where(Attempt.event_id == ranked.c.id, Attempt.outcome == "failed")
