@@ -162,7 +162,7 @@ EVENTS = Counter(
 )
 REPLAYS = Counter(
     "hooklatch_replays",
-    "Replays run, by outcome: succeeded, failed. Counted once the outcome is committed; "
+    "Replays run, by outcome: succeeded, failed, stale. Counted once the outcome is committed; "
     "a replay's handlers are not in hooklatch_events_handled.",
     ["outcome"],
     registry=REGISTRY,
