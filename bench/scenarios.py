@@ -145,9 +145,8 @@ class Bench:
     def reset(self) -> None:
         psql(
             self.database_url,
-            "TRUNCATE attempts, outbox, replays, replay_batch_items, replay_batches, ordering_keys, "
-            "events, "
-            "activity, audit_log, bench_effects, naive_events "
+            "TRUNCATE attempts, outbox, replays, replay_batch_items, replay_batches, "
+            "ordering_keys, events, activity, audit_log, bench_effects, naive_events "
             "RESTART IDENTITY",
         )
         flush_redis(self.redis_url)
