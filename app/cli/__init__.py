@@ -9,6 +9,7 @@ from hooklatch.cli.db import db
 from hooklatch.cli.endpoints import endpoints
 from hooklatch.cli.events import events
 from hooklatch.cli.keys import keys
+from hooklatch.cli.ordering import ordering
 from hooklatch.cli.processes import relay, send_test, serve, worker
 from hooklatch.cli.providers import providers_list
 from hooklatch.cli.status import status
@@ -33,6 +34,7 @@ for command in (
     db,
     endpoints,
     events,
+    ordering,
     relay,
     worker,
     serve,

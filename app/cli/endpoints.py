@@ -26,6 +26,7 @@ def _endpoint_json(
     runtime: Runtime, endpoint: Endpoint, secrets: list[str] | None = None
 ) -> dict[str, Any]:
     from hooklatch.endpoints.service import endpoint_url, shown_options
+    from hooklatch.ordering.service import ordering_of
 
     data: dict[str, Any] = {
         "id": endpoint.id,
@@ -38,6 +39,7 @@ def _endpoint_json(
             for s in endpoint.secrets
         ],
         "options": shown_options(endpoint.options),
+        "ordering": ordering_of(endpoint),
     }
     if secrets is not None:
         data["secret_values"] = secrets

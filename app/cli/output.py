@@ -22,3 +22,9 @@ def emit(
         return
     for row in rows:
         click.echo(line(row))
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: a control character (an escape sequence in
+    an ordering key taken from a payload, a newline in an error) is shown escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)

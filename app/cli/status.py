@@ -8,6 +8,7 @@ import click
 from sqlalchemy.exc import SQLAlchemyError
 
 from hooklatch.cli.context import friendly, runtime_of
+from hooklatch.cli.ordering import blocked_line
 from hooklatch.cli.output import echo_json
 from hooklatch.logs import one_line
 
@@ -21,7 +22,8 @@ MISSING_PROCESS = 2
 @click.pass_context
 @friendly
 def status(ctx: click.Context, as_json: bool) -> None:
-    """Processes alive, events waiting, dead and due, refusals, cleanup's last pass."""
+    """Processes alive, events waiting, dead and due, refusals, cleanup's last pass, and
+    the ordering keys that are blocked."""
     from hooklatch.operations.status import read_status, unhealthy
 
     runtime = runtime_of(ctx)
@@ -80,8 +82,17 @@ def lines(figures: dict[str, Any], problems: list[str]) -> list[str]:
         if done
         else "cleanup: last pass never (no running relay or dispatcher has finished one)"
     )
+    out += _blocked(figures["blocked_keys_count"], figures["blocked_keys"])
     out += [f"PROBLEM: {problem}" for problem in problems]
     return out
+
+
+def _blocked(total: int, shown: list[dict[str, Any]]) -> list[str]:
+    if not total:
+        return ["blocked: no ordering key"]
+    more = f", the {len(shown)} longest blocked:" if total > len(shown) else ":"
+    out = [f"blocked: {total} ordering keys (`hooklatch ordering blocked` lists them){more}"]
+    return out + [f"  {blocked_line(row)}" for row in shown]
 
 
 def _oldest(seconds: float | None) -> str:

@@ -3,7 +3,8 @@
 Every query reads an index or a small table, so it answers at once on millions of
 events: pending and due retries by ``(status, next_attempt_at)``, dead events by the
 same index, the outbox (work in hand only), refusal counts (one row per endpoint and
-reason), heartbeats (one row per process).
+reason), heartbeats (one row per process), blocked ordering keys (keyed pending events by
+their partial index, and the ordering_keys rows parked).
 """
 
 from __future__ import annotations
@@ -12,15 +13,19 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from hooklatch.db import READ_ONLY
 from hooklatch.endpoints.models import Refusal
 from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
 from hooklatch.operations.backlog import beat_alive, kinds
 from hooklatch.operations.models import Heartbeat
+from hooklatch.ordering.service import blocked_keys, count_blocked
 from hooklatch.runtime import Runtime
 
 REFUSALS_WINDOW = timedelta(hours=1)
+# Blocked keys listed (longest blocked first); `hooklatch ordering blocked` lists them all.
+BLOCKED_SHOWN = 10
 
 
 def read_status(runtime: Runtime) -> dict[str, Any]:
@@ -48,6 +53,9 @@ def read_status(runtime: Runtime) -> dict[str, Any]:
             .order_by(Refusal.reason)
         ).all()
         beats = connection.execute(select(Heartbeat).order_by(Heartbeat.kind, Heartbeat.id)).all()
+        blocked_total = count_blocked(connection)
+        with Session(bind=connection) as session:  # in the same reading transaction
+            blocked = blocked_keys(session, limit=BLOCKED_SHOWN) if blocked_total else []
     every = runtime.settings.heartbeat_seconds
     processes = [_process(row, now, every) for row in beats]
     return {
@@ -76,6 +84,8 @@ def read_status(runtime: Runtime) -> dict[str, Any]:
             for reason, total, endpoints in refusals
         ],
         "cleanup": _last_cleanup(processes),
+        "blocked_keys_count": blocked_total,
+        "blocked_keys": [b.as_json() for b in blocked],
     }
 
 

@@ -17,7 +17,7 @@ FIFO = "fifo"
 POLICIES = (NONE, SERIAL, FIFO)
 
 # Endpoint.ordering_dead, under fifo: a dead event parks its key until someone acts
-# (a replay that succeeds, or `hooklatch keys release`), or releases it at once.
+# (a replay that succeeds, or `hooklatch ordering release`), or releases it at once.
 PARK = "park"
 RELEASE = "release"
 DEAD_POLICIES = (PARK, RELEASE)

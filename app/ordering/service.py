@@ -40,6 +40,16 @@ def ordering_of(endpoint: Endpoint) -> dict[str, Any]:
     }
 
 
+def describe_ordering(endpoint: Endpoint) -> dict[str, Any]:
+    """The settings as the CLI, the API and the console show them."""
+    return {
+        "endpoint_id": endpoint.id,
+        "name": endpoint.name,
+        **ordering_of(endpoint),
+        "revision": endpoint.revision,
+    }
+
+
 def set_ordering(
     session: Session,
     endpoint: Endpoint,
@@ -138,7 +148,7 @@ def _parked(session: Session, limit: int) -> list[BlockedKey]:
             f"dead, parking its key until a replay succeeds or the key is released: "
             f"{row.last_error or 'no error recorded'}",
             row.parked_at,
-            _waiting(session, KeyRef(row.endpoint_id, row.key)),
+            _waiting(session, KeyRef(row.endpoint_id, row.key), row.parked_event_id),
         )
         for row in rows
     ]
@@ -210,18 +220,20 @@ def _failing(session: Session, limit: int) -> list[BlockedKey]:
             f"{row.next_attempt_at.isoformat() if row.next_attempt_at else 'unknown'}: "
             f"{row.last_error or 'no error recorded'}",
             row.since,
-            _waiting(session, KeyRef(row.endpoint_id, row.ordering_key)),
+            _waiting(session, KeyRef(row.endpoint_id, row.ordering_key), row.id),
         )
         for row in rows
     ]
 
 
-def _waiting(session: Session, ref: KeyRef) -> int:
+def _waiting(session: Session, ref: KeyRef, holder: int) -> int:
+    """How many of the key's pending events wait behind the one holding it."""
     pending = session.scalar(
         select(func.count()).where(
             Event.endpoint_id == ref.endpoint_id,
             Event.ordering_key == ref.key,
             Event.status == PENDING,
+            Event.id != holder,
         )
     )
     return int(pending or 0)
