@@ -1,4 +1,5 @@
-"""The admin API: bearer-token protected; replay is explicit and audited."""
+"""The admin API: bearer-token protected; replay, ordering changes and key releases are
+explicit and audited."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from flask import Blueprint, request
 from sqlalchemy.exc import SQLAlchemyError
 
+from hooklatch.endpoints.service import get_endpoint
 from hooklatch.errors import BadRequest, NotFound, StoreUnavailable, Unauthorized
 from hooklatch.events import batches
 from hooklatch.events.browse import EventFilter, page
@@ -21,6 +23,13 @@ from hooklatch.events.serialize import (
     event_history,
 )
 from hooklatch.operations import audit
+from hooklatch.ordering.service import (
+    blocked_keys,
+    count_blocked,
+    describe_ordering,
+    release_key,
+    set_ordering,
+)
 from hooklatch.runtime import current_runtime
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
@@ -171,6 +180,83 @@ def event(event_id: str) -> Any:
         if row is None:
             raise NotFound(f"no event {number}")
         return event_history(session, row)
+
+
+@bp.get("/keys/blocked")
+def keys_blocked() -> Any:
+    """Keys whose next event cannot run (parked by a dead event, or failing at their first
+    event), longest blocked first; ``total`` counts them all."""
+    limit = _whole_number("limit", request.args.get("limit", "100"), high=MAX_LIST_LIMIT)
+    with current_runtime().session_factory() as session:
+        shown = [b.as_json() for b in blocked_keys(session, limit=limit)]
+        total = count_blocked(session) if len(shown) == limit else len(shown)
+    return {"blocked_keys": shown, "total": total}
+
+
+@bp.post("/endpoints/<endpoint>/keys/release")
+def release(endpoint: str) -> Any:
+    """Let a key parked by a dead event go on (``{"key": ..., "reason": ...}``); 404
+    ``not_parked`` if it is not parked."""
+    runtime = current_runtime()
+    data = _json_object()
+    key = _text(data, "key")
+    if not key:
+        raise BadRequest("key is required: the ordering key to release", reason="bad_parameter")
+    try:
+        with runtime.session_factory.begin() as session:
+            body = release_key(
+                session,
+                get_endpoint(session, endpoint),
+                key,
+                actor=_api_actor(data),
+                reason=_text(data, "reason") or "",
+                now=runtime.clock(),
+            )
+    except SQLAlchemyError as exc:
+        raise StoreUnavailable() from exc
+    runtime.wake_dispatcher()
+    return body
+
+
+@bp.get("/endpoints/<endpoint>/ordering")
+def ordering(endpoint: str) -> Any:
+    with current_runtime().session_factory() as session:
+        return describe_ordering(get_endpoint(session, endpoint))
+
+
+ORDERING_FIELDS = {"policy": str, "dead": str, "hold_seconds": int, "key_path": str}
+
+
+@bp.put("/endpoints/<endpoint>/ordering")
+def change_ordering(endpoint: str) -> Any:
+    """``{policy, dead, hold_seconds, key_path}``: a field left out stays as it is;
+    ``key_path`` null (or "") keys events by the provider's key again. 400 ``bad_ordering``
+    for settings that cannot go together."""
+    runtime = current_runtime()
+    data = _json_object()
+    unknown = sorted(data.keys() - {*ORDERING_FIELDS, "requested_by"})
+    if unknown:
+        raise BadRequest(f"unknown field {unknown[0]!r}", reason="bad_ordering")
+    given = {name: data[name] for name in ORDERING_FIELDS if name in data}
+    if "key_path" in given and given["key_path"] is None:
+        given["key_path"] = ""
+    for name, value in given.items():
+        kind = ORDERING_FIELDS[name]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            what = "a whole number" if kind is int else "text"
+            raise BadRequest(f"{name} must be {what}", reason="bad_ordering")
+        if kind is str:
+            given[name] = _text(given, name)
+    with runtime.session_factory.begin() as session:
+        row = get_endpoint(session, endpoint)
+        set_ordering(session, row, actor=_api_actor(data), now=runtime.clock(), **given)
+        return describe_ordering(row)
+
+
+def _api_actor(data: dict[str, Any]) -> str:
+    """Who acts, as the API records it: ``requested_by`` (else admin-api) and the address."""
+    requested_by = (_text(data, "requested_by") or "admin-api")[:150]
+    return f"{requested_by} ({request.remote_addr})"
 
 
 def _whole_number(name: str, text: str, *, high: int) -> int:

@@ -12,26 +12,8 @@ import pytest
 from sqlalchemy import event, text
 
 from hooklatch.events.browse import EventFilter, page
+from tests.support.console import TOKEN, csrf_of, signed_in
 from tests.support.pipeline import deliver, make_endpoint
-
-TOKEN = "test-admin-token"
-
-
-def csrf_of(response) -> str:
-    found = re.search(r'name="csrf_token" value="([^"]+)"', response.get_data(as_text=True))
-    assert found, "no CSRF token in the page"
-    return found[1]
-
-
-def signed_in(app):
-    client = app.test_client()
-    form = client.get("/admin/console/login")
-    answer = client.post(
-        "/admin/console/login",
-        data={"name": "Grace", "token": TOKEN, "csrf_token": csrf_of(form)},
-    )
-    assert answer.status_code == 302, answer.get_data(as_text=True)
-    return client, answer
 
 
 def test_the_console_is_off_without_a_token_or_a_proxy(app_with):

@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 from flask import Flask, url_for
 
 # Imported for the views and hooks they register on the blueprint.
-from hooklatch.admin.console import auth, endpoints, pages, replays  # noqa: F401
+from hooklatch.admin.console import auth, endpoints, keys, pages, replays  # noqa: F401
 from hooklatch.admin.console.blueprint import bp
 
 

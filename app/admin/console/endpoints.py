@@ -1,6 +1,7 @@
 """Endpoints in the console: the URL to give the provider, secrets by fingerprint with
-when each last verified a delivery, refusals by reason; disabling and enabling; adding a
-secret (its value shown on that one page, never again) and removing one."""
+when each last verified a delivery, refusals by reason, the ordering settings; disabling
+and enabling; changing the ordering; adding a secret (its value shown on that one page,
+never again) and removing one."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from hooklatch.endpoints.service import (
     refusal_counts,
 )
 from hooklatch.errors import BadRequest
+from hooklatch.ordering.models import DEAD_POLICIES, MAX_HOLD_SECONDS, POLICIES
+from hooklatch.ordering.service import set_ordering
 from hooklatch.runtime import current_runtime
 
 
@@ -51,6 +54,9 @@ def _endpoint_page(endpoint_id: str, *, new_secret: str | None = None) -> Any:
             refused=refusal_counts(session, row.id),
             generates=runtime.provider(row.provider).generates_secret,
             new_secret=new_secret,
+            policies=POLICIES,
+            dead_policies=DEAD_POLICIES,
+            max_hold=MAX_HOLD_SECONDS,
         )
     return page
 
@@ -63,6 +69,41 @@ def set_enabled(endpoint_id: str) -> Any:
         row = get_endpoint(session, endpoint_id)
         changes.set_enabled(session, row, enable, actor=actor(), now=runtime.clock())
     flash("Endpoint enabled." if enable else "Endpoint disabled: its deliveries get 404.", "ok")
+    return redirect(url_for("console.endpoint", endpoint_id=endpoint_id))
+
+
+@bp.post("/endpoints/<endpoint_id>/ordering")
+def set_endpoint_ordering(endpoint_id: str) -> Any:
+    """Every field is sent: an empty key path goes back to the provider's key."""
+    runtime = current_runtime()
+    form = request.form
+    try:
+        hold = int(form.get("hold_seconds", "0").strip() or "0")
+        with runtime.session_factory.begin() as session:
+            row = get_endpoint(session, endpoint_id)
+            revision = row.revision
+            set_ordering(
+                session,
+                row,
+                actor=actor(),
+                now=runtime.clock(),
+                policy=form.get("policy", ""),
+                dead=form.get("dead", ""),
+                hold_seconds=hold,
+                key_path=form.get("key_path", ""),
+            )
+            changed = row.revision != revision
+    except ValueError:
+        flash("The hold window is a whole number of seconds.", "error")
+    except BadRequest as exc:
+        flash(exc.message, "error")
+    else:
+        flash(
+            "Ordering changed: events stored from now on follow it."
+            if changed
+            else "Ordering unchanged.",
+            "ok",
+        )
     return redirect(url_for("console.endpoint", endpoint_id=endpoint_id))
 
 
