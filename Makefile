@@ -6,12 +6,13 @@
 # make bench-retention: cleanup's rate against ingest's, and a soak (bench/retention.py).
 # make bench-arrivals: events arriving over HTTP while (or before) workers run (bench/arrivals.py).
 # make bench-replay: a bulk replay of 10,000 dead events beside live deliveries (bench/replay.py).
+# make bench-ordering: unkeyed drain with and without ordering, and a hot key (bench/ordering.py).
 # make chaos: processes killed at random under load, five runs (see bench/chaos.py).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run install install-dev install-bench lock lint fmt test bench bench-smoke bench-hostile bench-retention bench-arrivals bench-replay chaos
+.PHONY: run install install-dev install-bench lock lint fmt test bench bench-smoke bench-hostile bench-retention bench-arrivals bench-replay bench-ordering chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +88,7 @@ bench-smoke: install-bench
 	$(BIN)/python -m bench.retention --smoke
 	$(BIN)/python -m bench.arrivals --smoke
 	$(BIN)/python -m bench.replay --smoke
+	$(BIN)/python -m bench.ordering --smoke
 
 # Slow clients and a flood of bad signatures, in one run (docs/benchmarks.md).
 bench-hostile: install-bench
@@ -104,6 +106,11 @@ bench-arrivals: install-bench
 # A bulk replay of dead events while deliveries keep arriving (docs/benchmarks.md).
 bench-replay: install-bench
 	$(BIN)/python -m bench.replay
+
+# Per-entity ordering: unkeyed outage drains against the last commit before it (in a git
+# worktree), and one key's 1,000 events against its handler's speed (docs/benchmarks.md).
+bench-ordering: install-bench
+	$(BIN)/python -m bench.ordering
 
 chaos: install-bench
 	$(BIN)/python -m bench.chaos $(CHAOS_ARGS)
