@@ -131,40 +131,50 @@ def parked_keys(session: Session, refs: Sequence[KeyRef]) -> set[KeyRef]:
     return {KeyRef(endpoint_id, key) for endpoint_id, key in rows}
 
 
-def next_events(session: Session, refs: Sequence[KeyRef], *, limit: int) -> list[Row[Any]]:
-    """Up to ``limit`` pending events of each key, locked, in the order the key runs them
-    (ordering_position, id). The caller holds these keys' locks, so nobody else claims
-    their rows: the wait for a row lock is one for a statement in flight (a provider's
-    retry re-arming a dead event), never for a handler."""
-    if not refs:
-        return []
-    ranked = (
-        select(
-            Event.id,
-            func.row_number()
-            .over(
-                partition_by=(Event.endpoint_id, Event.ordering_key),
-                order_by=(Event.ordering_position, Event.id),
-            )
-            .label("rank"),
-        )
+def next_events(
+    session: Session, ref: KeyRef, *, limit: int, after: tuple[int, int] | None = None
+) -> list[Row[Any]]:
+    """The key's next ``limit`` pending events, locked, in the order it runs them
+    (ordering_position, id), from past ``after`` (the position and id of the last one
+    read before, in this transaction). One range of ``ix_events_ordering`` read in order
+    and cut at ``limit``, whatever the table's statistics say. The caller holds the key's
+    lock, so nobody else claims its rows: the wait for a row lock is one for a statement
+    in flight (a provider's retry re-arming a dead event), never for a handler."""
+    query = (
+        select(Event.__table__)
         .where(
+            Event.endpoint_id == ref.endpoint_id,
+            Event.ordering_key == ref.key,
             Event.status == PENDING,
+        )
+        .order_by(Event.ordering_position, Event.id)
+        .limit(limit)
+        .with_for_update()
+    )
+    if after is not None:
+        query = query.where(tuple_(Event.ordering_position, Event.id) > after)
+    return list(session.execute(query))
+
+
+def pending_keys(
+    session: Session, refs: Sequence[KeyRef], *, due_by: datetime
+) -> dict[KeyRef, int]:
+    """An event of each of these keys that is pending and due, for those that have one."""
+    if not refs:
+        return {}
+    rows = session.execute(
+        select(Event.endpoint_id, Event.ordering_key, func.min(Event.id))
+        .where(
             tuple_(Event.endpoint_id, Event.ordering_key).in_(
                 [(ref.endpoint_id, ref.key) for ref in refs]
             ),
+            Event.ordering_key.is_not(None),  # the partial index's predicate
+            Event.status == PENDING,
+            Event.next_attempt_at <= due_by,
         )
-        .subquery()
+        .group_by(Event.endpoint_id, Event.ordering_key)
     )
-    ids = select(ranked.c.id).where(ranked.c.rank <= limit)
-    return list(
-        session.execute(
-            select(Event.__table__)
-            .where(Event.id.in_(ids), Event.status == PENDING)
-            .order_by(Event.endpoint_id, Event.ordering_key, Event.ordering_position, Event.id)
-            .with_for_update()
-        )
-    )
+    return {KeyRef(endpoint_id, str(key)): event_id for endpoint_id, key, event_id in rows}
 
 
 def park(session: Session, ref: KeyRef, event_id: int, *, now: datetime) -> None:

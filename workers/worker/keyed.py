@@ -26,8 +26,9 @@ from hooklatch.ordering.claims import KeyRef, Policy
 from hooklatch.ordering.models import NONE, PARK
 from hooklatch.runtime import Runtime
 
-# A key's events read and locked at once, per transaction.
-EVENTS_PER_KEY = 200
+# A key's events read and locked at once: about what a transaction runs of a handler
+# taking a few milliseconds. A transaction with time left reads the next ones.
+EVENTS_PER_READ = 50
 
 
 @dataclass
@@ -37,12 +38,17 @@ class Drain:
     next event to the relay (``claims.wake``)."""
 
     remaining: int = 1000
+    # Keys the job's last transaction ran dry and let go at its commit: the job looks at
+    # them again then (``look_again``), for events whose own jobs found the key held
+    # meanwhile and left them to its holder.
+    emptied: list[KeyRef] = field(default_factory=list)
 
 
 @dataclass
 class KeyedResult:
     done: list[int] = field(default_factory=list)  # settled: their job's rows can go
     left: list[int] = field(default_factory=list)  # for the job's next transaction
+    again: list[int] = field(default_factory=list)  # keys stopped for time: left, at the end
     ran: list[int] = field(default_factory=list)  # run here, from any job
     # Keys whose next event goes back to the relay once this transaction's writes are in.
     wake: list[KeyRef] = field(default_factory=list)
@@ -59,8 +65,11 @@ def run_keyed(
     *,
     deadline: float,
     drain: Drain,
+    ran_before: bool = False,
 ) -> KeyedResult:
-    """Settle the chunk's events that the unkeyed claim did not take."""
+    """Settle the chunk's events that the unkeyed claim did not take. Each key's lock is
+    taken just before the key runs, so that keys this transaction has no time for stay
+    free for other workers; ``ran_before`` says the transaction has run events already."""
     result = KeyedResult()
     candidates = claims.keyed_candidates(session, event_ids)
     found = {row.id for row in candidates}
@@ -75,30 +84,34 @@ def run_keyed(
             ref = KeyRef(row.endpoint_id, row.ordering_key)
             by_key[ref].append(row.id)
             policies[ref] = claims.policy_of(row.ordering, row.ordering_dead)
-    refs = sorted(by_key)
-    held = claims.try_key_locks(session, refs)
-    # A key held elsewhere: its holder runs these, so their rows are left as they are.
-    parked = claims.parked_keys(session, [r for r in refs if r in held and policies[r].fifo])
-    for ref in refs:
-        if ref in parked:
-            result.done += by_key[ref]  # they wait for the key's release, rowless
-    running = [r for r in refs if r in held and r not in parked]
-    rows: dict[KeyRef, list[Any]] = defaultdict(list)
-    for row in claims.next_events(session, running, limit=EVENTS_PER_KEY):
-        rows[KeyRef(row.endpoint_id, row.ordering_key)].append(row)
-    for ref in running:
+    # Keys in the order the job has their events: a key stopped for time goes last in
+    # the job's next transaction (``again``), so that one busy key does not starve others.
+    place = {event_id: n for n, event_id in enumerate(event_ids)}
+    for ref in sorted(by_key, key=lambda ref: min(place[i] for i in by_key[ref])):
+        given = by_key[ref]
+        if (ran_before or result.ran) and time.monotonic() > deadline:
+            # Not started: the job's next transaction tries the key again, and until then
+            # the key is free for another worker.
+            result.left += given
+            continue
+        if not claims.try_key_locks(session, [ref]):
+            continue  # held elsewhere: its holder runs these, so their rows stay as they are
+        if policies[ref].fifo and claims.parked_keys(session, [ref]):
+            result.done += given  # they wait for the key's release, rowless
+            continue
         _run_key(
             session,
             runtime,
             ref,
             policies[ref],
-            (rows[ref], by_key[ref]),
+            given,
             step,
             result,
             deadline=deadline,
             drain=drain,
         )
     claims.forget_rows(session, result.ran)
+    result.left += result.again
     return result
 
 
@@ -121,55 +134,99 @@ def _run_key(
     runtime: Runtime,
     ref: KeyRef,
     policy: Policy,
-    work: tuple[list[Any], list[int]],
+    given: list[int],
     step: Step,
     result: KeyedResult,
     *,
     deadline: float,
     drain: Drain,
 ) -> None:
-    """Run the key's events in order while they are due. Under fifo the first one that is
-    not due (a retry waiting, a hold window) or that dies under ``park`` stops the key:
-    the rest wait, without outbox rows, for the key's next run. Under serial a key only
-    stops for time."""
-    rows, given = work
+    """Run the key's events in order while they are due, reading them a few at a time.
+    Under fifo the first one that is not due (a retry waiting, a hold window) or that dies
+    under ``park`` stops the key: the rest wait, without outbox rows, for the key's next
+    run. Under serial a key only stops for time."""
     given_set = set(given)
     ran: set[int] = set()
     now = runtime.clock()
-    stopped_for_time = False
-    for row in rows:
-        if row.next_attempt_at > now:
-            if policy.fifo:
+    after: tuple[int, int] | None = None
+    stop = ""  # why the key stopped: "time", "waits", or "" for none left
+    while not stop:
+        rows = claims.next_events(session, ref, limit=EVENTS_PER_READ, after=after)
+        for row in rows:
+            stop = _stop_before(row, policy, now, bool(ran), given_set, deadline, drain)
+            if stop == "skip":
+                stop = ""
+                continue
+            if stop:
                 break
-            continue  # serial: its retry comes from the sweep when due
-        beyond = row.id not in given_set and drain.remaining <= 0
-        if ran and (time.monotonic() > deadline or beyond):
-            stopped_for_time = True
+            if row.id not in given_set:
+                drain.remaining -= 1
+            status = step(row)
+            ran.add(row.id)
+            result.ran.append(row.id)
+            if policy.fifo and status == DEAD and policy.dead == PARK:
+                claims.park(session, ref, row.id, now=runtime.clock())
+                stop = "waits"
+            elif policy.fifo and status == PENDING:  # failed, retried later: the key waits
+                stop = "waits"
+            if stop:
+                break
+        if len(rows) < EVENTS_PER_READ:
             break
-        if row.id not in given_set:
-            drain.remaining -= 1
-        status = step(row)
-        ran.add(row.id)
-        result.ran.append(row.id)
-        if policy.fifo and status == DEAD and policy.dead == PARK:
-            claims.park(session, ref, row.id, now=runtime.clock())
-            break
-        if policy.fifo and status == PENDING:  # failed, retried later: the key waits
-            break
-    else:
-        # Every row read ran or was not due: more may follow past those read.
-        stopped_for_time = len(rows) >= EVENTS_PER_KEY and rows[-1].id in ran
-    unrun = [i for i in given if i not in ran]
-    if not stopped_for_time:
-        result.done += given  # the key waits (fifo), or these are not due (serial)
+        after = (rows[-1].ordering_position, rows[-1].id)
+    if not stop:
+        drain.emptied.append(ref)
+    if stop != "time":
+        result.done += given  # the key waits (fifo), or ran them (or they are not due)
         return
+    unrun = [i for i in given if i not in ran]
     if drain.remaining > 0:
         # The job goes on with this key in its next transaction.
-        result.left += unrun or _next_id(session, ref, ran, now)
+        result.again += unrun or _next_id(session, ref, ran, now)
     else:
         # This job has run its share: the relay hands the key's next event out again.
         result.wake.append(ref)
-    result.done += [i for i in given if i not in result.left]
+    result.done += [i for i in given if i not in result.again]
+
+
+def _stop_before(
+    row: Any,
+    policy: Policy,
+    now: datetime,
+    ran_some: bool,
+    given: set[int],
+    deadline: float,
+    drain: Drain,
+) -> str:
+    """Whether the key stops before this event: "waits" (fifo, not due), "skip" (serial,
+    not due: its retry comes from the sweep), "time" (the transaction has run long
+    enough, or the job its share of events it was not given), or ""."""
+    if row.next_attempt_at > now:
+        return "waits" if policy.fifo else "skip"
+    beyond = row.id not in given and drain.remaining <= 0
+    if ran_some and (time.monotonic() > deadline or beyond):
+        return "time"
+    return ""
+
+
+def look_again(runtime: Runtime, drain: Drain, *, stopping: bool = False) -> list[int]:
+    """After a commit: an event of each key the transaction ran dry and let go, if one is
+    pending and due now, for the job to go on with (or, once the job has run its share,
+    handed back to the relay). Such an event came in while the key was held: its own job
+    found the key locked and left it to the holder, which had already read the key's
+    last events. Every job that finds a key held leaves its events to a holder that looks
+    again after letting it go, so none waits for the relay's sweep. A job whose worker is
+    stopping hands them to the relay too."""
+    refs, drain.emptied = drain.emptied, []
+    if not refs:
+        return []
+    with runtime.session_factory.begin() as session:
+        found = claims.pending_keys(session, refs, due_by=runtime.clock())
+        if drain.remaining > 0 and not stopping:
+            return list(found.values())
+        for ref in found:
+            claims.wake(session, ref, now=runtime.clock())
+    return []
 
 
 def _next_id(session: Session, ref: KeyRef, ran: set[int], now: datetime) -> list[int]:

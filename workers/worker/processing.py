@@ -146,6 +146,7 @@ def process_chunk(
             step,
             deadline=started + TRANSACTION_SECONDS,
             drain=drain or Drain(),
+            ran_before=bool(done),
         )
         counts["skipped"] += len(set(keyed.done) - set(keyed.ran))
         done += keyed.done
