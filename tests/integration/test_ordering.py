@@ -270,6 +270,59 @@ def test_sigkill_of_the_worker_running_a_keys_head_loses_and_reorders_nothing(
     assert count(runtime, "SELECT count(*) FROM test_runs") == 11  # each once
 
 
+def test_an_event_left_to_its_keys_holder_runs_as_soon_as_the_holder_lets_go(
+    procs, proc_settings, runtime, client, tmp_path
+):
+    """The holder read the key's events before this one was stored; the job that brought
+    it found the key held and left it to the holder. The holder looks again once it has
+    committed, so the event runs then, in the holder's job, and not after the relay's
+    dispatch grace (two minutes here) hands its outbox row out again."""
+    endpoint = ordered_endpoint(runtime, "fifo")
+    started, markers = start_pipeline(
+        procs, proc_settings, tmp_path, workers=2, HOOKLATCH_DISPATCH_GRACE_SECONDS="120"
+    )
+    warm = send(client, endpoint, "cus_warm")
+    wait_status(runtime, [warm], "processed", started)
+    head = send(client, endpoint, "cus_a", "slow")
+    marker = markers / f"{_external_id(runtime, head)}"
+    wait_for(marker.exists, timeout=30, message="head running", explain=lambda: logs(started))
+    behind = send(client, endpoint, "cus_a")  # its job goes to the idle worker
+
+    wait_status(runtime, [head, behind], "processed", started, timeout=20)
+    key_runs = recorded(runtime)["cus_a"]
+    assert [r.event_id for r in key_runs] == [head, behind]
+    assert_no_overlap({"cus_a": key_runs})
+    assert key_runs[1].pid == int(marker.read_text())  # the holder's job ran it
+
+
+def test_an_event_left_to_a_replay_holding_its_key_runs_once_the_replay_commits(
+    procs, proc_settings, runtime, client, tmp_path
+):
+    """A replay holds its event's key while it runs; a new event's job that finds the key
+    held leaves the event, and the replay's job hands it to the relay once it commits."""
+    endpoint = ordered_endpoint(runtime, "fifo")
+    started, markers = start_pipeline(
+        procs, proc_settings, tmp_path, workers=2, HOOKLATCH_DISPATCH_GRACE_SECONDS="120"
+    )
+    first = send(client, endpoint, "cus_a", "slow")
+    wait_status(runtime, [first], "processed", started)
+    marker = markers / f"{_external_id(runtime, first)}"
+    marker.unlink()
+    with runtime.session_factory.begin() as session:
+        replay_one(session, first, actor="test", reason="run it again", now=runtime.clock())
+    wait_for(marker.exists, timeout=30, message="replay running", explain=lambda: logs(started))
+    behind = send(client, endpoint, "cus_a")
+
+    wait_status(runtime, [behind], "processed", started, timeout=20)
+    key_runs = recorded(runtime)["cus_a"]
+    assert [(r.event_id, r.is_replay) for r in key_runs] == [
+        (first, False),
+        (first, True),
+        (behind, False),
+    ]
+    assert_no_overlap({"cus_a": key_runs})
+
+
 def _external_id(runtime, event_id):
     with runtime.engine.connect() as connection:
         return connection.execute(

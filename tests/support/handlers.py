@@ -94,7 +94,8 @@ def record_run(event, ctx):
     """Takes a while and records when it ran, for the ordering tests: runs of one key must
     never overlap, and under fifo start in the key's order. ``ordered.fail`` always fails,
     ``ordered.flaky`` fails on its first attempt, ``ordered.hang`` hangs on its first run
-    (so a test can kill the process)."""
+    (so a test can kill the process), ``ordered.slow`` says it has started (its marker
+    holds the process id) and takes 1.5 s."""
     started = time.time()
     kind = event.type.split(".", 1)[1]
     marker = Path(os.environ.get("HOOKLATCH_TEST_MARKERS", "/nonexistent")) / event.external_id
@@ -103,6 +104,9 @@ def record_run(event, ctx):
     if kind == "flaky" and not marker.exists():
         marker.write_text("failed once")
         raise RuntimeError("first attempt fails")
+    if kind == "slow":
+        marker.write_text(str(os.getpid()))
+        time.sleep(1.5)
     if kind == "hang" and not marker.exists():
         marker.write_text(str(os.getpid()))
         while True:

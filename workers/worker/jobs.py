@@ -23,7 +23,7 @@ from hooklatch.logs import bind
 from hooklatch.metrics import REPLAYS, EventTally, best_effort
 from hooklatch.operations.activity import count_attempts
 from hooklatch.runtime import Runtime
-from hooklatch.workers.worker.keyed import Drain
+from hooklatch.workers.worker.keyed import Drain, look_again
 from hooklatch.workers.worker.lease import job_lease
 from hooklatch.workers.worker.processing import process_chunk, release_outbox_rows
 from hooklatch.workers.worker.replays import process_replay, release_replay_rows
@@ -122,6 +122,8 @@ def process_events(
             continue
         counts += outcomes
         remaining = left + remaining
+        again = look_again(runtime, drain, stopping=_State.stopping.is_set())
+        remaining += [i for i in again if i not in remaining]
     return counts
 
 
@@ -162,10 +164,12 @@ def process_replays(
         if _State.stopping.is_set():
             _hand_back(runtime, [], job_id, OutboxEntry.replay_id.in_(replay_ids[position:]))
             break
+        held = Drain(remaining=0)  # a key it held: its waiting events go to the relay
         with runtime.session_factory.begin() as session:
-            outcome = process_replay(session, runtime, replay_id) or "skipped"
+            outcome = process_replay(session, runtime, replay_id, held.emptied) or "skipped"
             if job_id is not None:
                 release_replay_rows(session, replay_id, job_id)
+        look_again(runtime, held)
         counts[f"replay_{outcome}"] += 1
         if outcome != "skipped":  # committed: counted once
             with best_effort():

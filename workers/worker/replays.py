@@ -38,10 +38,13 @@ from hooklatch.workers.worker.processing import (
 log = logging.getLogger(__name__)
 
 
-def process_replay(session: Session, runtime: Runtime, replay_id: int) -> str | None:
+def process_replay(
+    session: Session, runtime: Runtime, replay_id: int, held: list[KeyRef] | None = None
+) -> str | None:
     """Run the replay's event's handlers; None when the replay is not pending (done, or
     another worker's right now). A replay and a normal attempt of one event never
-    overlap: the event's row lock is waited for."""
+    overlap: the event's row lock is waited for. The key whose lock it took goes to
+    ``held``: once committed, the caller looks at it again (``keyed.look_again``)."""
     replay = session.scalars(
         select(Replay)
         .where(Replay.id == replay_id, Replay.status == PENDING)
@@ -53,6 +56,8 @@ def process_replay(session: Session, runtime: Runtime, replay_id: int) -> str | 
     if ref is not None:
         # Never beside another event of its key: wait for the key as for the row.
         claims.wait_key_lock(session, ref)
+        if held is not None:
+            held.append(ref)
     event = session.scalars(
         select(Event).where(Event.id == replay.event_id).with_for_update()
     ).one()
