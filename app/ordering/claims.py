@@ -17,13 +17,18 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any, cast
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     CursorResult,
+    Integer,
     Row,
+    Select,
     and_,
+    bindparam,
     delete,
     exists,
     func,
@@ -113,47 +118,64 @@ def keyed_candidates(session: Session, event_ids: Iterable[int]) -> list[Row[Any
     )
 
 
-def parked_keys(session: Session, refs: Sequence[KeyRef]) -> set[KeyRef]:
-    """Those of these keys that a dead event parks (fifo with ordering_dead=park)."""
-    if not refs:
-        return set()
-    dead = Event.__table__.alias("dead")
-    rows = session.execute(
-        select(OrderingKey.endpoint_id, OrderingKey.key)
-        .join(dead, dead.c.id == OrderingKey.parked_event_id)
-        .where(
-            dead.c.status == DEAD,
-            tuple_(OrderingKey.endpoint_id, OrderingKey.key).in_(
-                [(ref.endpoint_id, ref.key) for ref in refs]
-            ),
-        )
-    )
-    return {KeyRef(endpoint_id, key) for endpoint_id, key in rows}
-
-
 def next_events(
-    session: Session, ref: KeyRef, *, limit: int, after: tuple[int, int] | None = None
+    session: Session,
+    ref: KeyRef,
+    *,
+    limit: int,
+    after: tuple[int, int] | None = None,
+    fifo: bool = False,
 ) -> list[Row[Any]]:
     """The key's next ``limit`` pending events, locked, in the order it runs them
     (ordering_position, id), from past ``after`` (the position and id of the last one
     read before, in this transaction). One range of ``ix_events_ordering`` read in order
     and cut at ``limit``, whatever the table's statistics say. The caller holds the key's
     lock, so nobody else claims its rows: the wait for a row lock is one for a statement
-    in flight (a provider's retry re-arming a dead event), never for a handler."""
+    in flight (a provider's retry re-arming a dead event), never for a handler.
+
+    With ``fifo`` each row also says whether a dead event parks the key (``parked``), read
+    in the same statement, after the key's lock was taken: a holder that parked it has
+    committed by then."""
+    params: dict[str, Any] = {"endpoint_id": ref.endpoint_id, "key": ref.key, "limit": limit}
+    if after is not None:
+        params["position"], params["after_id"] = after
+    return list(session.execute(_next_events_query(after is not None, fifo), params))
+
+
+@cache
+def _next_events_query(after: bool, fifo: bool) -> Select[Any]:
+    """Built once per shape, with bound parameters: building a statement costs more than
+    running this one."""
     query = (
         select(Event.__table__)
         .where(
-            Event.endpoint_id == ref.endpoint_id,
-            Event.ordering_key == ref.key,
+            Event.endpoint_id == bindparam("endpoint_id"),
+            Event.ordering_key == bindparam("key"),
             Event.status == PENDING,
         )
         .order_by(Event.ordering_position, Event.id)
-        .limit(limit)
-        .with_for_update()
+        .limit(bindparam("limit", type_=Integer))
+        .with_for_update(of=Event.__table__)
     )
-    if after is not None:
-        query = query.where(tuple_(Event.ordering_position, Event.id) > after)
-    return list(session.execute(query))
+    if after:
+        position = bindparam("position", type_=BigInteger)
+        query = query.where(
+            tuple_(Event.ordering_position, Event.id)
+            > tuple_(position, bindparam("after_id", type_=BigInteger))
+        )
+    if fifo:
+        dead = Event.__table__.alias("dead")
+        parked = exists(
+            select(OrderingKey.key)
+            .join(dead, dead.c.id == OrderingKey.parked_event_id)
+            .where(
+                OrderingKey.endpoint_id == bindparam("endpoint_id"),
+                OrderingKey.key == bindparam("key"),
+                dead.c.status == DEAD,
+            )
+        )
+        query = query.add_columns(parked.label("parked"))
+    return query
 
 
 def pending_keys(

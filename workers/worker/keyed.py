@@ -96,9 +96,6 @@ def run_keyed(
             continue
         if not claims.try_key_locks(session, [ref]):
             continue  # held elsewhere: its holder runs these, so their rows stay as they are
-        if policies[ref].fifo and claims.parked_keys(session, [ref]):
-            result.done += given  # they wait for the key's release, rowless
-            continue
         _run_key(
             session,
             runtime,
@@ -151,7 +148,12 @@ def _run_key(
     after: tuple[int, int] | None = None
     stop = ""  # why the key stopped: "time", "waits", or "" for none left
     while not stop:
-        rows = claims.next_events(session, ref, limit=EVENTS_PER_READ, after=after)
+        rows = claims.next_events(
+            session, ref, limit=EVENTS_PER_READ, after=after, fifo=policy.fifo
+        )
+        if policy.fifo and rows and rows[0].parked:
+            result.done += given  # they wait for the key's release, rowless
+            return
         for row in rows:
             stop = _stop_before(row, policy, now, bool(ran), given_set, deadline, drain)
             if stop == "skip":
