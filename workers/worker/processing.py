@@ -102,19 +102,19 @@ def process_chunk(
     (metrics) and ``seen`` (endpoint id, status after the attempt: the console's hourly
     activity), which the caller records once the transaction has committed.
     """
+    # Locked by primary key, whatever their state; those not pending and due are left
+    # alone here. Given the state to match, a planner without statistics (a backlog that
+    # grew faster than autovacuum analyses it) walked every pending event per chunk.
+    now = runtime.clock()
     claimed = {
         row.id: row
         for row in session.execute(
             select(Event.__table__)
-            .where(
-                Event.id.in_(event_ids),
-                Event.status == PENDING,
-                Event.next_attempt_at <= runtime.clock(),
-                Event.ordering_key.is_(None),
-            )
+            .where(Event.id.in_(event_ids), Event.ordering_key.is_(None))
             .order_by(Event.id)
             .with_for_update(skip_locked=True)
         )
+        if row.status == PENDING and row.next_attempt_at is not None and row.next_attempt_at <= now
     }
     writes = _Writes()
     started = time.monotonic()
