@@ -46,7 +46,7 @@ from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
 from hooklatch.ordering.models import FIFO, NONE, OrderingKey
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class KeyRef:
     endpoint_id: str
     key: str
@@ -97,23 +97,25 @@ def wait_key_lock(session: Session, ref: KeyRef) -> None:
         session.execute(text("SELECT pg_advisory_xact_lock(:a, :b)"), {"a": a, "b": b})
 
 
-def keyed_candidates(session: Session, event_ids: Iterable[int]) -> list[Row[Any]]:
-    """The pending keyed events among these, with their endpoint's ordering. No lock.
-    Found by primary key alone, the rest checked here: given a status to match, a
-    planner without statistics on a fresh backlog walks every pending event instead."""
+def chunk_states(session: Session, event_ids: Iterable[int]) -> dict[int, Row[Any]]:
+    """Each of these events' state, key and endpoint's ordering, by id. No lock. Found by
+    primary key alone, the rest checked by the caller: given a status to match, a planner
+    without statistics (a backlog that grew faster than autovacuum analyses it) walks
+    every pending event through the (status, next_attempt_at) index instead."""
     rows: Iterable[Row[Any]] = session.execute(
         select(
             Event.id,
             Event.endpoint_id,
             Event.ordering_key,
             Event.status,
+            Event.next_attempt_at,
             Endpoint.ordering,
             Endpoint.ordering_dead,
         )
         .join(Endpoint, Endpoint.id == Event.endpoint_id)
         .where(Event.id.in_(list(event_ids)))
     )
-    return [row for row in rows if row.status == PENDING and row.ordering_key is not None]
+    return {row.id: row for row in rows}
 
 
 def next_events(

@@ -1,8 +1,9 @@
 """Running handlers for a chunk of events, in the caller's transaction.
 
-Each event is claimed by a row lock (``FOR UPDATE SKIP LOCKED``) and its handlers run in
-a savepoint, so one failure undoes only that event's writes. Nothing here commits: the
-job (``hooklatch.workers.worker.jobs``) owns the transaction.
+Each unkeyed event is claimed by a row lock (``FOR UPDATE SKIP LOCKED``), each keyed one
+under its key's lock (``keyed``), and its handlers run in a savepoint, so one failure
+undoes only that event's writes. Nothing here commits: the job
+(``hooklatch.workers.worker.jobs``) owns the transaction.
 """
 
 from __future__ import annotations
@@ -102,20 +103,9 @@ def process_chunk(
     (metrics) and ``seen`` (endpoint id, status after the attempt: the console's hourly
     activity), which the caller records once the transaction has committed.
     """
-    # Locked by primary key, whatever their state; those not pending and due are left
-    # alone here. Given the state to match, a planner without statistics (a backlog that
-    # grew faster than autovacuum analyses it) walked every pending event per chunk.
     now = runtime.clock()
-    claimed = {
-        row.id: row
-        for row in session.execute(
-            select(Event.__table__)
-            .where(Event.id.in_(event_ids), Event.ordering_key.is_(None))
-            .order_by(Event.id)
-            .with_for_update(skip_locked=True)
-        )
-        if row.status == PENDING and row.next_attempt_at is not None and row.next_attempt_at <= now
-    }
+    states = claims.chunk_states(session, event_ids)
+    claimed = _claim(session, [i for i in event_ids if _runnable(states.get(i), now)], now)
     writes = _Writes()
     started = time.monotonic()
 
@@ -143,6 +133,7 @@ def process_chunk(
             session,
             runtime,
             unclaimed,
+            states,
             step,
             deadline=started + TRANSACTION_SECONDS,
             drain=drain or Drain(),
@@ -156,6 +147,32 @@ def process_chunk(
     for ref in wake:
         claims.wake(session, ref, now=runtime.clock())
     return done, left
+
+
+def _claim(session: Session, event_ids: list[int], now: datetime) -> dict[int, Any]:
+    """Lock these unkeyed events (found pending and due by ``claims.chunk_states``) by
+    primary key, and keep those still pending and due as locked: another worker may have
+    run one since. Rows already locked are someone else's right now."""
+    if not event_ids:
+        return {}
+    rows = session.execute(
+        select(Event.__table__)
+        .where(Event.id.in_(event_ids), Event.ordering_key.is_(None))
+        .order_by(Event.id)
+        .with_for_update(skip_locked=True)
+    )
+    return {row.id: row for row in rows if _runnable(row, now)}
+
+
+def _runnable(row: Any, now: datetime) -> bool:
+    """Unkeyed, pending and due."""
+    return (
+        row is not None
+        and row.ordering_key is None
+        and row.status == PENDING
+        and row.next_attempt_at is not None
+        and row.next_attempt_at <= now
+    )
 
 
 def release_outbox_rows(session: Session, event_ids: list[int], job_id: str) -> None:
