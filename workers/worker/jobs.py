@@ -93,11 +93,16 @@ def process_events(
     ``job_id``, the outbox rows handed to that job are deleted in the same transactions."""
     counts: Counter[str] = Counter()
     remaining = list(dict.fromkeys(event_ids))
-    drain = Drain(remaining=max(len(remaining), DRAIN_EVENTS))
+    drain = Drain(remaining=max(len(remaining), DRAIN_EVENTS), own=frozenset(remaining))
     alone: list[int] = []  # events whose shared transaction could not commit
     while remaining or alone:
         if _State.stopping.is_set():
             _hand_back(runtime, [*alone, *remaining], job_id, OutboxEntry.replay_id.is_(None))
+            # Events of held keys carried from other jobs: their rows, whichever job had
+            # them, go back too (a job that still runs one finds it claimed).
+            carried = [i for i in remaining if i not in drain.own]
+            if carried:
+                _hand_back(runtime, carried, job_id, OutboxEntry.replay_id.is_(None), whoever=True)
             break
         if alone:
             chunk, alone = alone[:1], alone[1:]
@@ -122,8 +127,9 @@ def process_events(
             continue
         counts += outcomes
         remaining = left + remaining
+        # Events of keys just let go, found after the commit: next, before the job's own.
         again = look_again(runtime, drain, stopping=_State.stopping.is_set())
-        remaining += [i for i in again if i not in remaining]
+        remaining = again + [i for i in remaining if i not in again]
     return counts
 
 
@@ -178,13 +184,19 @@ def process_replays(
 
 
 def _hand_back(
-    runtime: Runtime, event_ids: list[int], job_id: str | None, which: ColumnElement[bool]
+    runtime: Runtime,
+    event_ids: list[int],
+    job_id: str | None,
+    which: ColumnElement[bool],
+    *,
+    whoever: bool = False,
 ) -> None:
     """Give this job's rows for work it will not start back to the relay, which hands them
-    out again at its next pass (not counted as a lost dispatch: nothing was started)."""
-    if job_id is None:
+    out again at its next pass (not counted as a lost dispatch: nothing was started).
+    With ``whoever``, these events' rows whichever job they were handed to."""
+    if (job_id is None and not whoever) or (whoever and not event_ids):
         return
-    rows = and_(OutboxEntry.job_id == job_id, which)
+    rows = which if whoever else and_(OutboxEntry.job_id == job_id, which)
     if event_ids:
         rows = and_(rows, OutboxEntry.event_id.in_(event_ids))
     with runtime.session_factory.begin() as session:

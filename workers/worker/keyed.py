@@ -33,11 +33,13 @@ EVENTS_PER_READ = 50
 
 @dataclass
 class Drain:
-    """How many events a job may run beyond those it was given, from keys it holds: a key
-    that never empties must not keep one job for ever. Past it, the job hands the key's
-    next event to the relay (``claims.wake``)."""
+    """How many events a job may run beyond those it was given (``own``), from keys it
+    holds: a key that never empties must not keep one job for ever. Every event run that
+    is not the job's own counts, also one the job carried into its next transaction
+    itself. Past it, the job hands the key's next event to the relay (``claims.wake``)."""
 
     remaining: int = 1000
+    own: frozenset[int] = frozenset()
     # Keys the job's last transaction ran dry and let go at its commit: the job looks at
     # them again then (``look_again``), for events whose own jobs found the key held
     # meanwhile and left them to its holder.
@@ -48,7 +50,8 @@ class Drain:
 class KeyedResult:
     done: list[int] = field(default_factory=list)  # settled: their job's rows can go
     left: list[int] = field(default_factory=list)  # for the job's next transaction
-    again: list[int] = field(default_factory=list)  # keys stopped for time: left, at the end
+    # The next event of each key stopped for time: left too, after the others.
+    again: list[int] = field(default_factory=list)
     ran: list[int] = field(default_factory=list)  # run here, from any job
     # Keys whose next event goes back to the relay once this transaction's writes are in.
     wake: list[KeyRef] = field(default_factory=list)
@@ -61,17 +64,23 @@ def run_keyed(
     session: Session,
     runtime: Runtime,
     event_ids: list[int],
+    states: dict[int, Any],
     step: Step,
     *,
     deadline: float,
     drain: Drain,
     ran_before: bool = False,
 ) -> KeyedResult:
-    """Settle the chunk's events that the unkeyed claim did not take. Each key's lock is
-    taken just before the key runs, so that keys this transaction has no time for stay
-    free for other workers; ``ran_before`` says the transaction has run events already."""
+    """Settle the chunk's events that the unkeyed claim did not take (``states``: each
+    one's row from ``claims.chunk_states``). Each key's lock is taken just before the key
+    runs, so that keys this transaction has no time for stay free for other workers;
+    ``ran_before`` says the transaction has run events already."""
     result = KeyedResult()
-    candidates = claims.keyed_candidates(session, event_ids)
+    candidates = [
+        row
+        for row in (states.get(i) for i in event_ids)
+        if row is not None and row.status == PENDING and row.ordering_key is not None
+    ]
     found = {row.id for row in candidates}
     result.done += [i for i in event_ids if i not in found]  # processed, not ours, unkeyed
     unordered = [row.id for row in candidates if row.ordering == NONE]
@@ -142,11 +151,10 @@ def _run_key(
     Under fifo the first one that is not due (a retry waiting, a hold window) or that dies
     under ``park`` stops the key: the rest wait, without outbox rows, for the key's next
     run. Under serial a key only stops for time."""
-    given_set = set(given)
     ran: set[int] = set()
     now = runtime.clock()
     after: tuple[int, int] | None = None
-    stop = ""  # why the key stopped: "time", "waits", or "" for none left
+    stop = ""  # why the key stopped: "time", "waits", or "" for none left (see _stop_before)
     while not stop:
         rows = claims.next_events(
             session, ref, limit=EVENTS_PER_READ, after=after, fifo=policy.fifo
@@ -155,13 +163,13 @@ def _run_key(
             result.done += given  # they wait for the key's release, rowless
             return
         for row in rows:
-            stop = _stop_before(row, policy, now, bool(ran), given_set, deadline, drain)
+            stop = _stop_before(row, policy, now, bool(ran), deadline, drain)
             if stop == "skip":
                 stop = ""
                 continue
             if stop:
                 break
-            if row.id not in given_set:
+            if row.id not in drain.own:
                 drain.remaining -= 1
             status = step(row)
             ran.add(row.id)
@@ -192,20 +200,14 @@ def _run_key(
 
 
 def _stop_before(
-    row: Any,
-    policy: Policy,
-    now: datetime,
-    ran_some: bool,
-    given: set[int],
-    deadline: float,
-    drain: Drain,
+    row: Any, policy: Policy, now: datetime, ran_some: bool, deadline: float, drain: Drain
 ) -> str:
     """Whether the key stops before this event: "waits" (fifo, not due), "skip" (serial,
     not due: its retry comes from the sweep), "time" (the transaction has run long
     enough, or the job its share of events it was not given), or ""."""
-    if row.next_attempt_at > now:
+    if row.next_attempt_at is not None and row.next_attempt_at > now:
         return "waits" if policy.fifo else "skip"
-    beyond = row.id not in given and drain.remaining <= 0
+    beyond = row.id not in drain.own and drain.remaining <= 0
     if ran_some and (time.monotonic() > deadline or beyond):
         return "time"
     return ""
