@@ -71,8 +71,7 @@ def ordering_set(
     runtime = runtime_of(ctx)
     with runtime.session_factory.begin() as session:
         row = get_endpoint(session, endpoint)
-        revision = row.revision
-        set_ordering(
+        changed = set_ordering(
             session,
             row,
             actor=cli_actor(),
@@ -83,7 +82,7 @@ def ordering_set(
             key_path=key_path,
         )
         data = describe_ordering(row)
-    _show(data, as_json=as_json, note="" if data["revision"] != revision else " (unchanged)")
+    _show(data, as_json=as_json, note="" if changed else " (unchanged)")
 
 
 @ordering.command("show")

@@ -60,10 +60,11 @@ def set_ordering(
     dead: str | None = None,
     hold_seconds: int | None = None,
     key_path: str | None = None,
-) -> dict[str, Any]:
-    """Change what is given (``key_path=""`` goes back to the provider's key), audited.
-    Events stored from now on are keyed by the new settings; those waiting behind a key
-    that is no longer fifo are queued by the relay's next sweep."""
+) -> bool:
+    """Change what is given (``key_path=""`` goes back to the provider's key), audited;
+    whether anything changed. Events stored from now on are keyed by the new settings;
+    those waiting behind a key that is no longer fifo are queued by the relay's next
+    sweep."""
     before = ordering_of(endpoint)
     after: dict[str, Any] = {
         "policy": before["policy"] if policy is None else policy,
@@ -73,7 +74,7 @@ def set_ordering(
     }
     _check(after)
     if after == before:
-        return after
+        return False
     endpoint.ordering, endpoint.ordering_dead = after["policy"], after["dead"]
     endpoint.hold_seconds, endpoint.ordering_key_path = after["hold_seconds"], after["key_path"]
     endpoint.revision += 1
@@ -85,7 +86,7 @@ def set_ordering(
         now=now,
         details={"before": before, "after": after},
     )
-    return after
+    return True
 
 
 def _check(settings: dict[str, Any]) -> None:

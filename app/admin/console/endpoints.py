@@ -80,11 +80,9 @@ def set_endpoint_ordering(endpoint_id: str) -> Any:
     try:
         hold = int(form.get("hold_seconds", "0").strip() or "0")
         with runtime.session_factory.begin() as session:
-            row = get_endpoint(session, endpoint_id)
-            revision = row.revision
-            set_ordering(
+            changed = set_ordering(
                 session,
-                row,
+                get_endpoint(session, endpoint_id),
                 actor=actor(),
                 now=runtime.clock(),
                 policy=form.get("policy", ""),
@@ -92,7 +90,6 @@ def set_endpoint_ordering(endpoint_id: str) -> Any:
                 hold_seconds=hold,
                 key_path=form.get("key_path", ""),
             )
-            changed = row.revision != revision
     except ValueError:
         flash("The hold window is a whole number of seconds.", "error")
     except BadRequest as exc:
