@@ -50,7 +50,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,7 @@ import click
 from stripe import WebhookSignature
 
 from bench import arrivals, load
+from bench.arrivals import ArrivalsPlan
 from bench.handlers import timed  # its table is created with the others, by Bench.prepare
 from bench.procs import BIN, ROOT, BenchError, Procs, free_port, psql, wait_http
 from bench.scenarios import Bench, Plan, _wait_children, echo_figures, prepared_bench
@@ -74,13 +75,10 @@ STEADY, OUTAGE = "steady", "outage"
 
 @dataclass(frozen=True)
 class OrderingPlan:
-    # A: this many runs of each side, in pairs (current first in every other pair).
+    # A: this many runs of each side, in pairs (current first in every other pair), each
+    # an outage as bench.arrivals builds it (its burst, workers, clear timeout, settling).
     pairs: int = 6
-    burst_seconds: float = 20
-    connections: int = 16
-    pool_rps: int = 4000  # pre-signed requests per second of burst: more than ingest takes
-    workers: int = 2
-    clear_timeout_seconds: float = 600
+    arrivals: ArrivalsPlan = field(default_factory=ArrivalsPlan)
     baseline: bool = True
     # B: one key's events, and the handler's fixed cost.
     key_events: int = 1000
@@ -90,25 +88,14 @@ class OrderingPlan:
     steady_rate: float = 250
     # The outage's burst: as fast as gunicorn answers the open-loop sender.
     outage_rate: float = 2000
-    settle_seconds: float = 2
 
     @classmethod
     def quick(cls) -> OrderingPlan:
         return cls(
             pairs=1,
-            burst_seconds=3,
-            pool_rps=3000,
-            clear_timeout_seconds=180,
+            arrivals=ArrivalsPlan.quick(),
             baseline=False,
             key_events=100,
-            settle_seconds=1,
-        )
-
-    def burst(self) -> arrivals.ArrivalsPlan:
-        return arrivals.ArrivalsPlan(
-            burst_seconds=self.burst_seconds,
-            connections=self.connections,
-            pool_rps=self.pool_rps,
         )
 
 
@@ -249,11 +236,13 @@ def drained(bench: Bench, procs: Procs, plan: OrderingPlan, name: str) -> None:
     done = arrivals.wait_for(
         procs,
         lambda: arrivals.pending(bench) == 0,
-        timeout=plan.clear_timeout_seconds,
+        timeout=plan.arrivals.clear_timeout_seconds,
         what=name,
     )
     if done is None:
-        raise BenchError(f"{name}: events still pending after {plan.clear_timeout_seconds} s")
+        raise BenchError(
+            f"{name}: events still pending after {plan.arrivals.clear_timeout_seconds} s"
+        )
 
 
 # -- A: unkeyed throughput, current against baseline -------------------------------------------
@@ -263,7 +252,7 @@ def unkeyed_outage(bench: Bench, plan: OrderingPlan, side: Side, name: str) -> d
     """A wrk burst with no worker running, then two workers drain what it left."""
     bench.reset()
     with servers(bench, side, UNKEYED_HANDLERS) as (procs, base_url):
-        ingest, _ = arrivals.burst(bench, plan.burst(), name, base_url)
+        ingest, _ = arrivals.burst(bench, plan.arrivals, name, base_url)
         time.sleep(1)  # a request wrk cut off may commit after it returns; a relay pass
         stored, keyed, rows = (
             int(x)
@@ -272,12 +261,12 @@ def unkeyed_outage(bench: Bench, plan: OrderingPlan, side: Side, name: str) -> d
                 "SELECT count(*), count(ordering_key), (SELECT count(*) FROM outbox) FROM events",
             )[0]
         )
-        arrivals.check_stored(name, ingest.requests, stored, plan.connections)
+        arrivals.check_stored(name, ingest.requests, stored, plan.arrivals.connections)
         if keyed or rows != stored:
             raise BenchError(f"{name}: {stored} events, {keyed} keyed, {rows} outbox rows")
         workers_started = time.time()
         env = bench.env(HOOKLATCH_HANDLERS=UNKEYED_HANDLERS)
-        start_workers(procs, side, env, plan.workers)
+        start_workers(procs, side, env, plan.arrivals.workers)
         drained(bench, procs, plan, name)
     times = arrivals.check_once(bench, name)
     sizes = arrivals.finished_job_sizes(bench)
@@ -482,11 +471,13 @@ def key_drain(
     items = signed_events(f"{arrival}-{layout}", n, lambda i: "cus_hot" if one else f"cus_{i:06d}")
     endpoint = endpoints["fifo" if layout in (HOT, SPREAD) else UNKEYED]
     extra = {"BENCH_HANDLER_SECONDS": repr(plan.handler_seconds)}
-    count = 1 if layout == ONE_WORKER else plan.workers
+    count = 1 if layout == ONE_WORKER else plan.arrivals.workers
     running = count if steady else 0
     with servers(bench, side, TIMED_HANDLERS, workers=running, **extra) as (procs, base_url):
         if steady:
-            time.sleep(plan.settle_seconds)  # the relay and the workers up before the clock
+            time.sleep(
+                plan.arrivals.settle_seconds
+            )  # the relay and the workers up before the clock
         rate = plan.steady_rate if steady else plan.outage_rate
         sent = load.open_loop(f"{base_url}/hooks/{endpoint}", items, rate=rate)
         if sent.failures:
