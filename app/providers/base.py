@@ -77,11 +77,23 @@ class Delivery:
 class IncomingEvent:
     """One event of a delivery. Its id and type must be storable as they are, or the
     delivery is malformed_body: the database would refuse them (a 500, or a 503 the
-    provider would retry for days)."""
+    provider would retry for days).
+
+    ``id_signed`` says whether the signature covers the id: it was read from the signed
+    body, or from a header the signature covers (Standard Webhooks' ``webhook-id``). A
+    delivery that repeats a stored id with another body is then the provider's own (a
+    re-send whose body changed, as Stripe's ``pending_webhooks`` count does), and is a
+    duplicate. Where the id is not signed (GitHub's ``X-GitHub-Delivery``), anyone who
+    has seen one signed body could send it under the id of an event still to come, so a
+    differing body is kept as an event of its own, flagged as a conflict
+    (docs/plugins.md, "Event ids"). Unsigned is the default: a plugin that does not say
+    can lose no event this way.
+    """
 
     external_id: str
     type: str
     occurred_at: datetime | None = None
+    id_signed: bool = False
 
     def __post_init__(self) -> None:
         for name, value in (("id", self.external_id), ("type", self.type)):

@@ -160,6 +160,7 @@ def _interaction(payload: dict[str, Any]) -> IncomingEvent:
         external_id=snowflake,
         type=INTERACTION_TYPES.get(kind, f"interaction_{kind}"),
         occurred_at=_snowflake_time(snowflake),
+        id_signed=True,
     )
 
 
@@ -186,7 +187,7 @@ def _webhook_event(payload: dict[str, Any]) -> IncomingEvent:
     subject = _subject(fields.get("data"))
     if subject is not None:
         key += f":{subject}"
-    return IncomingEvent(external_id=key, type=kind, occurred_at=occurred_at(stamp))
+    return IncomingEvent(external_id=key, type=kind, occurred_at=occurred_at(stamp), id_signed=True)
 
 
 def _subject(data: Any) -> str | None:

@@ -228,7 +228,9 @@ class GenericHmacProvider(Provider):
         event_type = self._type(delivery, config, payload)
         stamp = delivery.header(config.timestamp_header) if config.timestamp_header else None
         occurred_at = unix_time(unix_timestamp(stamp.strip())) if stamp else None
-        return [IncomingEvent(external_id, event_type, occurred_at)]
+        # An id from the body is signed in every mode; one from a header is not.
+        signed = not config.id_header
+        return [IncomingEvent(external_id, event_type, occurred_at, id_signed=signed)]
 
     @staticmethod
     def _type(delivery: Delivery, config: Config, payload: dict[str, Any] | None) -> str:

@@ -99,6 +99,7 @@ class GitHubProvider(Provider):
         payload = json_object(self._json_bytes(delivery.headers, delivery.body))
         action = payload.get("action")
         event_type = f"{event}.{action}" if isinstance(action, str) and action else event
+        # Only the body is signed: X-GitHub-Delivery is not (id_signed stays False).
         return [IncomingEvent(external_id=delivery_id, type=event_type)]
 
     def ordering_key(self, event: KeyedEvent) -> str | None:

@@ -100,7 +100,8 @@ class GitLabProvider(Provider):
                 "a GitLab delivery needs X-Gitlab-Event or a string object_kind",
                 reason="malformed_body",
             )
-        return [IncomingEvent(external_id=delivery_id, type=event_type)]
+        signed = _mode(delivery) == SIGNING
+        return [IncomingEvent(external_id=delivery_id, type=event_type, id_signed=signed)]
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         if _mode(delivery) == TOKEN:

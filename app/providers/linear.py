@@ -103,11 +103,13 @@ class LinearProvider(Provider):
             raise MalformedRequest("a Linear delivery needs a string type", reason="malformed_body")
         action = payload.get("action")
         event_type = f"{kind}.{action}" if isinstance(action, str) and action else kind
+        external_id, signed = self._dedupe_key(delivery, payload)
         return [
             IncomingEvent(
-                external_id=self._dedupe_key(delivery, payload),
+                external_id=external_id,
                 type=event_type,
                 occurred_at=occurred_at(payload.get("createdAt")),
+                id_signed=signed,
             )
         ]
 
@@ -120,7 +122,9 @@ class LinearProvider(Provider):
         return position_of(updated_at or event.occurred_at or sent_at)
 
     @staticmethod
-    def _dedupe_key(delivery: Delivery, payload: dict[str, Any]) -> str:
+    def _dedupe_key(delivery: Delivery, payload: dict[str, Any]) -> tuple[str, bool]:
+        """The key from the signed body's fields, else the Linear-Delivery header (not
+        signed); and whether it is signed."""
         webhook, kind, action, when = (
             payload.get(key) for key in ("webhookId", "type", "action", "createdAt")
         )
@@ -128,10 +132,10 @@ class LinearProvider(Provider):
         entity = data.get("id", "") if isinstance(data, dict) else ""
         parts = (webhook, kind, action, entity, when)
         if all(isinstance(part, str) for part in parts) and webhook and kind and action and when:
-            return ":".join(str(part) for part in parts)
+            return ":".join(str(part) for part in parts), True
         delivery_id = delivery.header("Linear-Delivery")
         if delivery_id:
-            return delivery_id
+            return delivery_id, False
         raise MalformedRequest(
             "a Linear delivery needs webhookId, type, action and createdAt, or a "
             "Linear-Delivery header",

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -141,7 +142,8 @@ class MetaProvider(Provider):
             if not isinstance(entry, dict):
                 raise MalformedRequest("each entry must be an object", reason="malformed_body")
             events.extend(self._entry_events(kind, entry))
-        return events
+        # Every id is read from (or is a digest of) the body, which the signature covers.
+        return [replace(event, id_signed=True) for event in events]
 
     def _entry_events(self, kind: str, entry: dict[str, Any]) -> list[IncomingEvent]:
         where = f"{entry.get('id', '')}:{entry.get('time', '')}"

@@ -75,6 +75,7 @@ class PaddleProvider(Provider):
                 external_id=event_id,
                 type=event_type,
                 occurred_at=occurred_at(payload.get("occurred_at")),
+                id_signed=True,
             )
         ]
 

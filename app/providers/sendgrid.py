@@ -131,7 +131,9 @@ class SendGridProvider(Provider):
         event_id = item.get("sg_event_id")
         if not isinstance(event_id, str) or not event_id:
             event_id = "sha256:" + json_digest(item)
-        return IncomingEvent(event_id, item["event"], unix_time(item.get("timestamp")))
+        return IncomingEvent(
+            event_id, item["event"], unix_time(item.get("timestamp")), id_signed=True
+        )
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         raise ValueError(

@@ -84,6 +84,7 @@ class ShopifyProvider(Provider):
                 reason="missing_header",
             )
         triggered_at = occurred_at(_header(delivery, "Triggered-At"))
+        # Only the body is signed: the id headers are not (id_signed stays False).
         return [IncomingEvent(external_id=key, type=topic, occurred_at=triggered_at)]
 
     def ordering_key(self, event: KeyedEvent) -> str | None:

@@ -104,7 +104,7 @@ class SlackProvider(Provider):
             raise MalformedRequest(
                 "a form body needs payload, or command and trigger_id", reason="malformed_body"
             )
-        return [IncomingEvent(external_id=trigger_id, type=command)]
+        return [IncomingEvent(external_id=trigger_id, type=command, id_signed=True)]
 
     def payload(self, headers: Mapping[str, str], body: bytes) -> Any:
         """Events as sent; a slash command as a dict of its fields; an interaction as the
@@ -168,7 +168,9 @@ def _envelope(payload: dict[str, Any]) -> IncomingEvent:
                 reason="malformed_body",
             )
         occurred_at = unix_time(payload.get("event_time"))
-        return IncomingEvent(external_id=event_id, type=inner, occurred_at=occurred_at)
+        return IncomingEvent(
+            external_id=event_id, type=inner, occurred_at=occurred_at, id_signed=True
+        )
     if kind == "app_rate_limited":
         app_id, minute = payload.get("api_app_id"), payload.get("minute_rate_limited")
         if isinstance(app_id, str) and isinstance(minute, int):
@@ -176,6 +178,7 @@ def _envelope(payload: dict[str, Any]) -> IncomingEvent:
                 external_id=f"app_rate_limited:{app_id}:{minute}",
                 type=kind,
                 occurred_at=unix_time(minute),
+                id_signed=True,
             )
     raise MalformedRequest(
         f"not a Slack event envelope this provider stores (type {kind!r})",
@@ -188,11 +191,11 @@ def _interaction(payload: dict[str, Any]) -> IncomingEvent:
     if not isinstance(kind, str) or not kind:
         raise MalformedRequest("an interaction payload needs a type", reason="malformed_body")
     if isinstance(trigger_id, str) and trigger_id:
-        return IncomingEvent(external_id=trigger_id, type=kind)
+        return IncomingEvent(external_id=trigger_id, type=kind, id_signed=True)
     view = payload.get("view")
     view_id = view.get("id") if isinstance(view, dict) else None
     if kind == "view_closed" and isinstance(view_id, str) and view_id:
-        return IncomingEvent(external_id=f"view_closed:{view_id}", type=kind)
+        return IncomingEvent(external_id=f"view_closed:{view_id}", type=kind, id_signed=True)
     raise MalformedRequest(
         f"a {kind} interaction has no trigger_id to deduplicate on", reason="malformed_body"
     )

@@ -54,7 +54,8 @@ class SquareProvider(Provider):
                 "a Square event needs string event_id and type", reason="malformed_body"
             )
         # RFC 3339 with up to nanoseconds ("2022-07-13T20:30:59.037339943Z").
-        return [IncomingEvent(event_id, event_type, occurred_at(payload.get("created_at")))]
+        when = occurred_at(payload.get("created_at"))
+        return [IncomingEvent(event_id, event_type, when, id_signed=True)]
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         return {SIGNATURE: _signature(secret, delivery.url, delivery.body)}

@@ -204,7 +204,10 @@ class StandardWebhooksProvider(Provider):
             if isinstance(payload.get("type"), str) and payload["type"]:
                 event_type = payload["type"]
             when = occurred_at(payload.get("timestamp"))
-        return [IncomingEvent(external_id=message_id, type=event_type, occurred_at=when)]
+        # webhook-id is part of the signed content.
+        return [
+            IncomingEvent(external_id=message_id, type=event_type, occurred_at=when, id_signed=True)
+        ]
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         if secret.startswith(PUBLIC_KEY_PREFIX):

@@ -56,7 +56,11 @@ class StripeProvider(Provider):
                 "a Stripe event needs string id and type", reason="malformed_body"
             )
         occurred_at = unix_time(payload.get("created"))
-        return [IncomingEvent(external_id=event_id, type=event_type, occurred_at=occurred_at)]
+        return [
+            IncomingEvent(
+                external_id=event_id, type=event_type, occurred_at=occurred_at, id_signed=True
+            )
+        ]
 
     def ordering_key(self, event: KeyedEvent) -> str | None:
         """The customer the object belongs to (``cus_...``), else its subscription, else

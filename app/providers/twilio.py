@@ -152,7 +152,7 @@ class TwilioProvider(Provider):
             raise MalformedRequest("the form post holds no parameter", reason="malformed_body")
         event_type, resource_key = self._resource(params)
         token = delivery.header(IDEMPOTENCY_HEADER)
-        external_id = token or resource_key
+        external_id = token or resource_key  # the form fields are signed; the header is not
         if not external_id:
             raise MalformedRequest(
                 f"no {IDEMPOTENCY_HEADER} header and no resource SID to deduplicate on",
@@ -163,6 +163,7 @@ class TwilioProvider(Provider):
                 external_id=external_id,
                 type=event_type,
                 occurred_at=self._timestamp(params.get("Timestamp")),
+                id_signed=not token,
             )
         ]
 
@@ -200,7 +201,9 @@ class TwilioProvider(Provider):
                 raise MalformedRequest(
                     "a CloudEvent needs string id and type", reason="malformed_body"
                 )
-            events.append(IncomingEvent(event_id, event_type, occurred_at(item.get("time"))))
+            when = occurred_at(item.get("time"))
+            # The body is signed through its hash (bodySHA256 in the signed URL).
+            events.append(IncomingEvent(event_id, event_type, when, id_signed=True))
         if not events:
             raise MalformedRequest("the body holds no event", reason="malformed_body")
         return events

@@ -111,7 +111,7 @@ class ZoomProvider(Provider):
         if subject is not None:
             key += f":{subject}"
         occurred_at = unix_time(event_ts, milliseconds=True)
-        return [IncomingEvent(external_id=key, type=event, occurred_at=occurred_at)]
+        return [IncomingEvent(external_id=key, type=event, occurred_at=occurred_at, id_signed=True)]
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         timestamp = str(int(now.timestamp()))
