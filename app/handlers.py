@@ -16,6 +16,12 @@ writes through ``ctx.session`` commits with that mark or not at all. Pass
 A handler with ``skip_stale=True`` does not run for an event older than the newest one of
 its key already applied (``hooklatch.ordering.stale``); ``ctx.is_stale()`` asks the same
 from inside a handler.
+
+Two flags tell a handler that a sender's unsigned id or type may have been chosen by
+someone else (docs/plugins.md, "Event ids"): ``event.repeats_event_id``, an earlier
+event of the endpoint with this same body under another id or type, and
+``event.conflicts_with_event_id``, an earlier event stored under this same id with
+another body.
 """
 
 from __future__ import annotations
@@ -43,6 +49,13 @@ class EventView:
     headers: dict[str, str]
     received_at: datetime
     occurred_at: datetime | None
+    # The first event of this endpoint with the same body under another id or type: a
+    # replayed signed body, or a sender that sends one body under several types.
+    repeats_event_id: int | None = None
+    # The event first stored under this id, whose body differs: this delivery reused an
+    # id that is not signed (a replayed signed body given a future event's id, or a
+    # sender that reused an id). Its idempotency key differs from that event's.
+    conflicts_with_event_id: int | None = None
 
 
 class Guard(Protocol):

@@ -146,6 +146,14 @@ INGEST_SECONDS = Histogram(
     buckets=_FAST,
     registry=REGISTRY,
 )
+CONFLICTS = Counter(
+    "hooklatch_event_id_conflicts",
+    "Deliveries that repeated a stored event's id with another body, where the id is not "
+    "signed, stored as events of their own and flagged (conflicts_with_event_id), by "
+    "provider and endpoint.",
+    ["provider", "endpoint"],
+    registry=REGISTRY,
+)
 VERIFIED = Counter(
     "hooklatch_verified_deliveries",
     "Deliveries whose signature verified, by endpoint and the fingerprint of the secret "
@@ -222,6 +230,7 @@ class DeliveryTally:
         self.provider: str | None = None
         self.fingerprint: str | None = None
         self.outcome = "internal_error"
+        self.conflicts = 0  # events stored as conflicts (hooklatch.ingest.store)
 
     def count(self, endpoint_id: str, seconds: float) -> None:
         """Count the delivery, once its answer is settled (a stored event committed): a
@@ -237,6 +246,8 @@ class DeliveryTally:
         INGEST_SECONDS.labels(provider, self.outcome if stored else "refused").observe(seconds)
         if self.fingerprint is not None:
             VERIFIED.labels(endpoint, self.fingerprint).inc()
+        if self.conflicts:
+            CONFLICTS.labels(provider, endpoint).inc(self.conflicts)
 
 
 class EventTally:

@@ -7,8 +7,9 @@ what the first does at any table size. Each condition is chosen to stay on an in
   read backwards until a page is full;
 - ``status=dead``: ``ix_events_dead``, which holds dead events only;
 - ``status=pending``: ``ix_events_status_next_attempt_at``;
-- a provider's event id: the unique ``(endpoint_id, external_id)`` index, probed once
-  per endpoint (a deployment has few), so no index on ``external_id`` alone is needed;
+- a provider's event id: the unique ``(endpoint_id, external_id, variant)`` index, probed
+  once per endpoint (a deployment has few), so no index on ``external_id`` alone is
+  needed; it finds an event and the conflicting deliveries stored beside it;
 - a received-at range: ``ix_events_received_at`` or the primary key, as the planner
   finds cheaper.
 """

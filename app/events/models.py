@@ -41,7 +41,9 @@ class Event(Base):
 
     __tablename__ = "events"
     __table_args__ = (
-        UniqueConstraint("endpoint_id", "external_id"),
+        # The dedupe key: one event per id and endpoint, and one per differing body where
+        # the id is not signed (``variant``).
+        UniqueConstraint("endpoint_id", "external_id", "variant"),
         Index("ix_events_status_next_attempt_at", "status", "next_attempt_at"),
         # Ingest looks up an earlier event with the same body (repeats_event_id). A hash
         # index: a quarter of the size of a B-tree on (endpoint_id, body_sha256), and a
@@ -82,6 +84,13 @@ class Event(Base):
             postgresql_where=text("repeats_event_id IS NOT NULL"),
             sqlite_where=text("repeats_event_id IS NOT NULL"),
         ),
+        # The conflicting deliveries, counted by endpoint.
+        Index(
+            "ix_events_conflicts",
+            "endpoint_id",
+            postgresql_where=text("conflicts_with_event_id IS NOT NULL"),
+            sqlite_where=text("conflicts_with_event_id IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
@@ -105,6 +114,12 @@ class Event(Base):
     # type: a replay of a signed body whose id and type are not signed, or a sender that
     # sends one body under several types (Shopify). Both rows go with their endpoint.
     repeats_event_id: Mapped[int | None] = mapped_column(BigInteger)
+    # Empty for the first event stored under its id. A later delivery of that id with
+    # another body, where the provider does not sign the id, is stored as an event of
+    # its own (a conflict): its body's SHA-256 here keeps it apart, and dedupes its own
+    # retries, and ``conflicts_with_event_id`` names the first event.
+    variant: Mapped[str] = mapped_column(String(64), server_default="", default="")
+    conflicts_with_event_id: Mapped[int | None] = mapped_column(BigInteger)
     # The entity this event changes, set at ingest when its endpoint's ordering is serial
     # or fifo, and the place it takes among that key's events: 0 without a hold window,
     # the provider's time (else the time received) with one. A key's events run in

@@ -19,16 +19,17 @@ WITH guard AS (
 created AS (
     INSERT INTO events (endpoint_id, provider, external_id, type, occurred_at, received_at,
         status, attempts, next_attempt_at, body, headers, body_sha256, mismatched_duplicates,
-        repeats_event_id, ordering_key, ordering_position)
+        repeats_event_id, ordering_key, ordering_position, variant, conflicts_with_event_id)
     SELECT %(endpoint_id)s, %(provider)s, %(external_id)s, %(type)s,
         %(occurred_at)s::timestamptz, %(received_at)s::timestamptz, 'pending', 0,
         %(due_at)s::timestamptz, %(body)s, %(headers)s::json, %(body_sha256)s, 0,
         CASE WHEN %(compare_body)s THEN (
             SELECT min(r.id) FROM events AS r
             WHERE r.endpoint_id = %(endpoint_id)s AND r.body_sha256 = %(body_sha256)s
-        ) END, %(ordering_key)s, %(ordering_position)s::bigint
+        ) END, %(ordering_key)s, %(ordering_position)s::bigint, %(variant)s,
+        %(conflicts_with)s::bigint
     FROM guard
-    ON CONFLICT (endpoint_id, external_id) DO NOTHING
+    ON CONFLICT (endpoint_id, external_id, variant) DO NOTHING
     RETURNING id, repeats_event_id
 ),
 queued AS (
@@ -39,9 +40,12 @@ SELECT (SELECT id FROM created), (SELECT repeats_event_id FROM created),
     EXISTS (SELECT 1 FROM guard), e.id, e.status, e.body_sha256, e.received_at
 FROM (SELECT 1) AS one
 LEFT JOIN events AS e ON e.endpoint_id = %(endpoint_id)s AND e.external_id = %(external_id)s
+    AND e.variant = %(variant)s
 """
 # An event held back by its endpoint's hold window (due_at later than received_at) gets
 # no outbox row: the relay's sweep gives it one when it is due (hooklatch.ordering).
+# ``variant`` is empty but for a conflicting delivery (hooklatch.ingest.store), which the
+# same statement stores under its body's digest, naming the event it conflicts with.
 # The join finds the stored event when this one is a duplicate: the statement's snapshot
 # never sees the row its own insert created, so a new event leaves it empty. The lookup of
 # an earlier event with the same body is one probe of the hash index ix_events_body_sha256;
@@ -64,6 +68,8 @@ _STORE_PARAMETERS = (
     ("due_at", "timestamptz"),
     ("ordering_key", "text"),
     ("ordering_position", "bigint"),
+    ("variant", "text"),
+    ("conflicts_with", "bigint"),
 )
 # Planning that statement costs PostgreSQL as much as running it, so each ingest
 # connection prepares it once (prepare_ingest_statements) and then only executes it.

@@ -38,6 +38,8 @@ class Recorded:
     external_id: str
     status: str  # accepted | duplicate
     rearmed: bool = False
+    # A conflicting delivery stored as an event of its own: the event it conflicts with.
+    conflicts_with: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -73,14 +75,17 @@ EVENT_COLUMNS = (
     "repeats_event_id",
     "ordering_key",
     "ordering_position",
+    "variant",
+    "conflicts_with_event_id",
 )
+DEDUPE_KEY = ["endpoint_id", "external_id", "variant"]
 
 
 @cache
 def _store_statement(dialect: str) -> Any:
     """Other backends: insert one event unless stored already, returning its id."""
     return (
-        insert_ignoring_conflict(dialect, Event.__table__, ["endpoint_id", "external_id"])
+        insert_ignoring_conflict(dialect, Event.__table__, DEDUPE_KEY)
         .values({name: bindparam(name) for name in EVENT_COLUMNS})
         .returning(Event.id)
     )
@@ -103,6 +108,22 @@ class Delivered:
     # compared with the bodies already stored.
     compare_body: bool
     now: datetime
+
+    def keeps_apart(self, item: IncomingEvent) -> bool:
+        """Whether a stored event under this id with another body makes this one a
+        conflict of its own. Not where the signature covers the id: only the provider can
+        then send another body under it (a re-send whose body changed). Not for a request
+        with several events: each gets the request's body, and a re-send may batch them
+        otherwise."""
+        return self.compare_body and not item.id_signed
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A delivery that repeats a stored event's id with another body, stored apart."""
+
+    event_id: int  # the event first stored under the id
+    variant: str  # this delivery's body digest: its retries are its duplicates
 
 
 def record_events(
@@ -131,9 +152,18 @@ def record_events(
         compare_body=len(unique) == 1,
         now=now,
     )
+    return [_store(connection, delivered, item) for item in unique.values()]
+
+
+def _store(
+    connection: Connection,
+    delivered: Delivered,
+    item: IncomingEvent,
+    conflict: Conflict | None = None,
+) -> Recorded:
     if connection.dialect.name == "postgresql":
-        return [_store_on_postgres(connection, delivered, item) for item in unique.values()]
-    return [_store_elsewhere(connection, delivered, item) for item in unique.values()]
+        return _store_on_postgres(connection, delivered, item, conflict)
+    return _store_elsewhere(connection, delivered, item, conflict)
 
 
 @dataclass(frozen=True)
@@ -176,7 +206,7 @@ def stored_headers(headers: Mapping[str, str], credentials: frozenset[str]) -> d
 
 
 def _store_on_postgres(
-    connection: Connection, delivered: Delivered, item: IncomingEvent
+    connection: Connection, delivered: Delivered, item: IncomingEvent, conflict: Conflict | None
 ) -> Recorded:
     endpoint = delivered.endpoint
     placed = placement(delivered, item)
@@ -198,15 +228,17 @@ def _store_on_postgres(
             "due_at": placed.due_at,
             "ordering_key": placed.key,
             "ordering_position": placed.position,
+            "variant": conflict.variant if conflict else "",
+            "conflicts_with": conflict.event_id if conflict else None,
         },
     ).one()
     if not fresh:
         raise EndpointChanged(endpoint.id)
     if new_id is not None:
-        return _accepted(new_id, item, repeats)
+        return _accepted(new_id, item, repeats, conflict)
     if stored_id is None:
         # Stored by another request since this statement's snapshot: look it up.
-        return _duplicate(connection, delivered, item)
+        return _duplicate(connection, delivered, item, conflict)
     return _duplicate_of(connection, delivered, item, stored_id, status, digest, first_received)
 
 
@@ -217,7 +249,9 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
-def _store_elsewhere(connection: Connection, delivered: Delivered, item: IncomingEvent) -> Recorded:
+def _store_elsewhere(
+    connection: Connection, delivered: Delivered, item: IncomingEvent, conflict: Conflict | None
+) -> Recorded:
     endpoint, now = delivered.endpoint, delivered.now
     placed = placement(delivered, item)
     repeats = None
@@ -246,16 +280,31 @@ def _store_elsewhere(connection: Connection, delivered: Delivered, item: Incomin
             "repeats_event_id": repeats,
             "ordering_key": placed.key,
             "ordering_position": placed.position,
+            "variant": conflict.variant if conflict else "",
+            "conflicts_with_event_id": conflict.event_id if conflict else None,
         },
     ).scalar_one_or_none()
     if new_id is None:
-        return _duplicate(connection, delivered, item)
+        return _duplicate(connection, delivered, item, conflict)
     if placed.due_at <= now:  # a held event gets its row from the sweep when due
         connection.execute(insert(OutboxEntry).values(event_id=new_id, created_at=now))
-    return _accepted(new_id, item, repeats)
+    return _accepted(new_id, item, repeats, conflict)
 
 
-def _accepted(new_id: int, item: IncomingEvent, repeats: int | None) -> Recorded:
+def _accepted(
+    new_id: int, item: IncomingEvent, repeats: int | None, conflict: Conflict | None
+) -> Recorded:
+    if conflict is not None:
+        log.warning(
+            "event %d (%s, %s) repeats the id of event %d with another body, and the id is "
+            "not signed: stored as an event of its own, flagged as a conflict (a signed body "
+            "sent under an id it was not sent with, or a sender that reused an id)",
+            new_id,
+            item.external_id,
+            item.type,
+            conflict.event_id,
+            extra={"external_id": item.external_id},
+        )
     if repeats is not None:
         log.warning(
             "event %d (%s, %s) repeats the body of event %d under another id or type: a "
@@ -266,7 +315,9 @@ def _accepted(new_id: int, item: IncomingEvent, repeats: int | None) -> Recorded
             repeats,
             extra={"external_id": item.external_id},
         )
-    return Recorded(new_id, item.external_id, ACCEPTED)
+    return Recorded(
+        new_id, item.external_id, ACCEPTED, conflicts_with=conflict.event_id if conflict else None
+    )
 
 
 def _queue_from(created: Any) -> Any:
@@ -277,10 +328,14 @@ def _queue_from(created: Any) -> Any:
     )
 
 
-def _duplicate(connection: Connection, delivered: Delivered, item: IncomingEvent) -> Recorded:
+def _duplicate(
+    connection: Connection, delivered: Delivered, item: IncomingEvent, conflict: Conflict | None
+) -> Recorded:
     existing = connection.execute(
         select(Event.id, Event.status, Event.body_sha256, Event.received_at).where(
-            Event.endpoint_id == delivered.endpoint.id, Event.external_id == item.external_id
+            Event.endpoint_id == delivered.endpoint.id,
+            Event.external_id == item.external_id,
+            Event.variant == (conflict.variant if conflict else ""),
         )
     ).one()
     return _duplicate_of(connection, delivered, item, *existing)
@@ -296,14 +351,16 @@ def _duplicate_of(
     first_received: datetime,
 ) -> Recorded:
     if stored_digest != delivered.digest:
-        log.warning(
-            "event id reused with a different body",
-            extra={"event_db_id": event_id, "external_id": item.external_id},
-        )
         connection.execute(
             update(Event)
             .where(Event.id == event_id)
             .values(mismatched_duplicates=Event.mismatched_duplicates + 1)
+        )
+        if delivered.keeps_apart(item):
+            return _store(connection, delivered, item, Conflict(event_id, delivered.digest))
+        log.warning(
+            "event id reused with a different body, under a signed id: a duplicate",
+            extra={"event_db_id": event_id, "external_id": item.external_id},
         )
     rearmed = False
     if status == DEAD:

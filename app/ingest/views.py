@@ -119,6 +119,7 @@ def receive(
         return outcome
     accepted = any(item.status == ACCEPTED for item in outcome)
     seen.outcome = ACCEPTED if accepted else DUPLICATE
+    seen.conflicts = sum(item.conflicts_with is not None for item in outcome)
     if accepted:
         runtime.wake_dispatcher()
     return JsonAnswer(

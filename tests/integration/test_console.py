@@ -190,7 +190,7 @@ def scans(plan) -> list[tuple[str, str | None]]:
 PLANS = [
     (EventFilter(), "pk_events"),
     (EventFilter(status="dead"), "ix_events_dead"),
-    (EventFilter(external_id="evt_123457"), "uq_events_endpoint_id_external_id"),
+    (EventFilter(external_id="evt_123457"), "uq_events_endpoint_id_external_id_variant"),
     (EventFilter(type="invoice.*"), "pk_events"),
     (EventFilter(status="processed", provider="stripe"), "pk_events"),
 ]

@@ -29,6 +29,7 @@ TABLES = (
     "ordering_keys",
     "test_effects",
     "test_runs",
+    "test_seen",
 )
 
 

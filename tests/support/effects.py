@@ -28,6 +28,21 @@ runs = Table(
 )
 
 
+# One row per committed run of the handler that records what it was shown: the flags a
+# delivery of an unsigned id or type may carry, and the body it ran with.
+seen = Table(
+    "test_seen",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("event_id", Integer, nullable=False),
+    Column("external_id", String(255), nullable=False),
+    Column("idempotency_key", String(400), nullable=False),
+    Column("body", String(4000), nullable=False),
+    Column("repeats_event_id", Integer),
+    Column("conflicts_with_event_id", Integer),
+)
+
+
 def effect_rows(runtime, external_id: str) -> list:
     """The effects test handlers wrote for one provider event id."""
     with runtime.engine.connect() as connection:

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from hooklatch import on
-from tests.support.effects import effects, runs
+from tests.support.effects import effects, runs, seen
 
 
 def _write(event, ctx):
@@ -24,6 +24,21 @@ def _write(event, ctx):
 @on("*", "effect.*")
 def write_effect(event, ctx):
     _write(event, ctx)
+
+
+@on("*", "seen.*")
+def record_what_was_seen(event, ctx):
+    """Write down the event as the handler got it: body, idempotency key and flags."""
+    ctx.session.execute(
+        seen.insert().values(
+            event_id=event.id,
+            external_id=event.external_id,
+            idempotency_key=ctx.idempotency_key,
+            body=event.body.decode(),
+            repeats_event_id=event.repeats_event_id,
+            conflicts_with_event_id=event.conflicts_with_event_id,
+        )
+    )
 
 
 @on("*", "hang.*")

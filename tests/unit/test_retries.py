@@ -20,10 +20,20 @@ def test_waits_are_jittered_so_failed_events_do_not_retry_in_step():
 
 
 def test_the_idempotency_key_names_the_endpoint_and_the_providers_event_id():
-    event = SimpleNamespace(endpoint_id="ep_1", external_id="evt_9", received_at=datetime.now(UTC))
+    event = SimpleNamespace(
+        endpoint_id="ep_1", external_id="evt_9", variant="", received_at=datetime.now(UTC)
+    )
     assert idempotency_key(event) == "hooklatch:ep_1:evt_9"
-    other = SimpleNamespace(endpoint_id="ep_2", external_id="evt_9")
+    other = SimpleNamespace(endpoint_id="ep_2", external_id="evt_9", variant="")
     assert idempotency_key(other) != idempotency_key(event)
+
+
+def test_a_conflicting_deliverys_key_carries_its_body_digest():
+    """Another body stored under an unsigned id must not share the first event's key, or
+    a system downstream that dedupes on it would drop the real event."""
+    digest = "ab12cd34ef56ab78" + "0" * 48
+    conflict = SimpleNamespace(endpoint_id="ep_1", external_id="evt_9", variant=digest)
+    assert idempotency_key(conflict) == "hooklatch:ep_1:evt_9:ab12cd34ef56ab78"
 
 
 def test_backoff_grows_exponentially_within_jitter_and_respects_the_cap():

@@ -72,10 +72,24 @@ class ClaimedEvent(Protocol):
     def occurred_at(self) -> datetime | None: ...
     @property
     def ordering_key(self) -> str | None: ...
+    @property
+    def repeats_event_id(self) -> int | None: ...
+    @property
+    def variant(self) -> str: ...
+    @property
+    def conflicts_with_event_id(self) -> int | None: ...
+
+
+# How much of a conflicting delivery's body digest its idempotency key carries.
+VARIANT_IN_KEY = 16
 
 
 def idempotency_key(event: ClaimedEvent) -> str:
-    return f"hooklatch:{event.endpoint_id}:{event.external_id}"
+    """The same on every attempt and replay of an event. A conflicting delivery (another
+    body under a stored event's id) adds its body digest's first hex digits, so that a
+    system downstream does not take it for the event it conflicts with."""
+    key = f"hooklatch:{event.endpoint_id}:{event.external_id}"
+    return f"{key}:{event.variant[:VARIANT_IN_KEY]}" if event.variant else key
 
 
 def backoff(attempt: int, *, base: float, maximum: float) -> timedelta:
@@ -299,6 +313,8 @@ def _view(runtime: Runtime, event: ClaimedEvent) -> EventView:
         headers=headers,
         received_at=event.received_at,
         occurred_at=event.occurred_at,
+        repeats_event_id=event.repeats_event_id,
+        conflicts_with_event_id=event.conflicts_with_event_id,
     )
 
 
