@@ -142,9 +142,9 @@ def _endpoint_line(row: dict[str, Any]) -> str:
 @friendly
 def endpoints_show(ctx: click.Context, endpoint: str, reveal: bool) -> None:
     """The endpoint, its secrets' fingerprints, its refused deliveries by reason, and how
-    many of its events repeat an earlier event's body."""
+    many of its events repeat an earlier event's body, or its id with another body."""
     from hooklatch.endpoints.service import get_endpoint, refusal_counts
-    from hooklatch.events.serialize import repeated_bodies
+    from hooklatch.events.serialize import conflicts, repeated_bodies
 
     runtime = runtime_of(ctx)
     with runtime.session_factory() as session:
@@ -153,6 +153,7 @@ def endpoints_show(ctx: click.Context, endpoint: str, reveal: bool) -> None:
         data = _endpoint_json(runtime, row, secrets)
         data["refused"] = refusal_counts(session, row.id)
         data["repeated_bodies"] = repeated_bodies(session, row.id)
+        data["conflicts"] = conflicts(session, row.id)
         echo_json(data)
 
 

@@ -30,6 +30,7 @@ def describe_event(event: Event) -> dict[str, Any]:
         "body_sha256": event.body_sha256,
         "mismatched_duplicates": event.mismatched_duplicates,
         "repeats_event_id": event.repeats_event_id,
+        "conflicts_with_event_id": event.conflicts_with_event_id,
     }
 
 
@@ -49,12 +50,24 @@ def event_history(session: Session, event: Event) -> dict[str, Any]:
         )
         .order_by(Event.id)
     ).all()
+    # Deliveries of this event's id with other bodies, stored apart: the unique key's
+    # (endpoint_id, external_id) prefix finds them.
+    conflicted_by = session.scalars(
+        select(Event.id)
+        .where(
+            Event.endpoint_id == event.endpoint_id,
+            Event.external_id == event.external_id,
+            Event.conflicts_with_event_id == event.id,
+        )
+        .order_by(Event.id)
+    ).all()
     return {
         **describe_event(event),
         # Retention deleted the body and headers: the event can no longer be replayed.
         "payload_pruned": event.body is None,
         # Later events stored with this event's body under another id or type.
         "repeated_by": list(repeated_by),
+        "conflicted_by": list(conflicted_by),
         "attempts_log": [
             {
                 "number": a.number,
@@ -88,11 +101,22 @@ def describe_replay(replay: Replay) -> dict[str, Any]:
 
 def repeated_bodies(session: Session, endpoint_id: str) -> int:
     """How many of an endpoint's events repeat the body of an earlier one."""
+    return _flagged(session, endpoint_id, Event.repeats_event_id)
+
+
+def conflicts(session: Session, endpoint_id: str) -> int:
+    """How many of an endpoint's events repeat an earlier one's id with another body."""
+    return _flagged(session, endpoint_id, Event.conflicts_with_event_id)
+
+
+def _flagged(session: Session, endpoint_id: str, flag: Any) -> int:
+    """Counted on a partial index of the flagged rows (ix_events_repeated_bodies,
+    ix_events_conflicts)."""
     return (
         session.scalar(
             select(func.count())
             .select_from(Event)
-            .where(Event.endpoint_id == endpoint_id, Event.repeats_event_id.is_not(None))
+            .where(Event.endpoint_id == endpoint_id, flag.is_not(None))
         )
         or 0
     )

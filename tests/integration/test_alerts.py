@@ -3,6 +3,7 @@ series (tests/fixtures/alerts_test.yml) and stays quiet before."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -10,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.install import ROOT
 from tests.support.metrics import TOKEN_HEADER, run_promtool
 from tests.support.pipeline import deliver, make_endpoint, wait_for
+from tests.support.signing import github_headers
 
 RULES = ROOT / "docs" / "alerts.yml"
 FIXTURE = ROOT / "tests" / "fixtures" / "alerts_test.yml"
@@ -18,7 +20,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "alerts_test.yml"
 def test_alert_rules_are_valid():
     checked = run_promtool("check", "rules", str(RULES))
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "9 rules found" in checked.stdout
+    assert "10 rules found" in checked.stdout
 
 
 def test_every_alert_fires_on_its_fixture_series():
@@ -39,6 +41,11 @@ def test_the_rules_name_only_series_and_outcomes_that_hooklatch_exports(client, 
     match is a reason the code gives."""
     endpoint, _ = make_endpoint(runtime)
     deliver(client, endpoint, "evt_alerts")
+    github, _ = make_endpoint(runtime, "github", secrets=["gh-secret"])
+    for number in (1, 2):  # the same unsigned id with two bodies: a conflict
+        body = json.dumps({"issue": {"number": number}}).encode()
+        headers = github_headers(body, "gh-secret", delivery="d-1")
+        assert client.post(f"/hooks/{github}", data=body, headers=headers).status_code == 200
     wait_for(
         lambda: "hooklatch_events_dead" in client.get("/metrics", headers=TOKEN_HEADER).text,
         timeout=10,
