@@ -62,7 +62,10 @@ class AcmeProvider(Provider):
                 "an Acme event needs string id and kind", reason="malformed_body"
             )
         occurred = datetime.fromtimestamp(at, UTC) if isinstance(at, int) else None
-        return [IncomingEvent(external_id=event_id, type=kind, occurred_at=occurred)]
+        # The id is read from the signed body: another body under it can only be Acme's.
+        return [
+            IncomingEvent(external_id=event_id, type=kind, occurred_at=occurred, id_signed=True)
+        ]
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         timestamp = int(now.timestamp())
