@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from urllib.parse import urlencode
 
 import pytest
 from sqlalchemy import event, text
@@ -81,6 +82,49 @@ def test_sign_in_goes_back_only_to_a_console_page(app_with):
         data={"name": "x", "token": TOKEN, "csrf_token": csrf_of(form)},
     )
     assert answer.location == "/admin/console/"
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/admin/console/events\r\nSet-Cookie: hooklatch_console=stolen",
+        "/admin/console/\nLocation: https://evil.example/",
+        "/admin/console/events?type=\x85",
+        "/admin/console/\u202eevents",
+        "/admin/console/ events",
+        "/admin/console/\\evil.example",
+        "/admin/console/../../hooks/x",
+        "/admin/console/%2e%2e/%2E%2E/metrics",
+        "//evil.example/admin/console/",
+        "javascript:alert(1)//admin/console/",
+    ],
+    ids=repr,
+)
+def test_sign_in_replaces_a_next_that_is_not_a_plain_console_path_by_the_start_page(
+    app_with, target
+):
+    """Not a 500 (a CR or LF cannot go in a Location header), not a header of the
+    sender's, not a page outside the console: the start page."""
+    client = app_with().test_client()
+    form = client.get("/admin/console/login")
+    answer = client.post(
+        "/admin/console/login?" + urlencode({"next": target}),
+        data={"name": "x", "token": TOKEN, "csrf_token": csrf_of(form)},
+    )
+    assert (answer.status_code, answer.headers.getlist("Location")) == (302, ["/admin/console/"])
+    assert "stolen" not in str(answer.headers)
+
+
+def test_sign_in_goes_back_to_the_console_page_that_asked_for_it(app_with, runtime):
+    endpoint, _ = make_endpoint(runtime)
+    client = app_with().test_client()
+    asked = client.get(f"/admin/console/events?endpoint={endpoint}&type=invoice.*")
+    assert asked.status_code == 302
+    form = client.get(asked.location)
+    answer = client.post(
+        asked.location, data={"name": "x", "token": TOKEN, "csrf_token": csrf_of(form)}
+    )
+    assert answer.location == f"/admin/console/events?endpoint={endpoint}&type=invoice.*"
 
 
 def test_pages_send_a_strict_policy_and_refuse_framing(app_with):

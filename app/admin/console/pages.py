@@ -6,7 +6,7 @@ import json
 import shlex
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from flask import Response, abort, flash, redirect, render_template, request, url_for
 from sqlalchemy import select
@@ -260,11 +260,16 @@ def _id_or_none(text: str | None) -> int | None:
 
 
 def _safe_next(target: str | None) -> str:
-    """Back where the sign-in was asked for, if that is a console page: never elsewhere."""
+    """Back where the sign-in was asked for, if that is a plain path of a console page:
+    never elsewhere, and never a header of the sender's (a CR or LF, which also made the
+    redirect a 500). A control, format or space character, a backslash (which browsers
+    read as a slash) or a dot segment gives the start page instead."""
     default = url_for("console.overview")
-    if not target:
+    if not target or not target.isprintable() or " " in target or "\\" in target:
         return default
     parts = urlsplit(target)
     if parts.scheme or parts.netloc or not parts.path.startswith("/admin/console/"):
+        return default
+    if {".", ".."} & set(unquote(parts.path).split("/")):
         return default
     return target
