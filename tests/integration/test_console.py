@@ -15,6 +15,7 @@ from sqlalchemy import event, text
 from hooklatch.events.browse import EventFilter, page
 from tests.support.console import TOKEN, csrf_of, signed_in
 from tests.support.pipeline import deliver, make_endpoint
+from tests.support.signing import stripe_event, stripe_headers
 
 
 def test_the_console_is_off_without_a_token_or_a_proxy(app_with):
@@ -337,6 +338,52 @@ def test_copy_as_curl_sends_a_body_a_paste_would_change_from_the_downloaded_file
     assert command is not None
     assert command.endswith("--data-binary @event-7.body")
     assert "\x1b" not in command and "\r" not in command
+
+
+def shell_words(command: str) -> list[bytes]:
+    """The words bash makes of ``command`` (curl's arguments), as the bytes curl would get."""
+    import subprocess
+
+    assert command.startswith("curl ")
+    script = "words() { printf '%s\\0' \"$@\"; }; words " + command.removeprefix("curl ")
+    ran = subprocess.run(["bash", "-c", script], capture_output=True, timeout=10, check=True)
+    return ran.stdout.split(b"\0")[:-1]
+
+
+def test_copy_as_curl_sends_each_header_byte_as_received_and_shows_only_printable_ascii(
+    app_with, runtime, client
+):
+    """Header values are bytes (WSGI hands them over as Latin-1): UTF-8 text, a C1 control
+    (U+0085, which a terminal may act on) and a right-to-left override go into the command
+    as escapes, and bash turns them back into exactly the bytes received."""
+    import html
+
+    endpoint, _ = make_endpoint(runtime)
+    received = "caf\u00e9 \x85 \u202e".encode() + b" \xff"
+    body = stripe_event("evt_curl_bytes")
+    headers = {**stripe_headers(body, "whsec_test_secret"), "X-Note": received.decode("latin-1")}
+    stored = client.post(f"/hooks/{endpoint}", data=body, headers=headers)
+    assert stored.status_code == 200, stored.json
+    console, _ = signed_in(app_with())
+    page_ = console.get(f"/admin/console/events/{stored.json['events'][0]['id']}")
+    shown = re.search(r'<pre class="curl" id="curl">(.*?)</pre>', page_.get_data(as_text=True))
+    assert shown, "no curl command on the page"
+    command = html.unescape(shown[1])
+
+    assert all(" " <= c <= "~" for c in command), command
+    words = shell_words(command)
+    assert b"x-note: " + received in words
+    sent = [words[i + 1] for i, word in enumerate(words) if word == b"-H"]
+    assert b"stripe-signature: " + headers["Stripe-Signature"].encode() in sent
+    assert words[-2:] == [b"--data-raw", body]
+
+
+def test_every_byte_but_nul_survives_the_curl_commands_quoting_through_bash():
+    from hooklatch.admin.console.pages import _shell_word
+
+    every = bytes(range(1, 256)) + b"\\x41'\\'x"  # and escapes that must stay text
+
+    assert shell_words(f"curl {_shell_word(every)} {_shell_word(b'plain')}") == [every, b"plain"]
 
 
 def test_a_sign_in_ends_at_its_age_however_busy_the_console(app_with):

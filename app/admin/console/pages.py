@@ -26,6 +26,9 @@ HANDLED = ("processed", "ignored", "failed", "dead")
 # Headers curl writes itself, or that describe the connection rather than the delivery.
 NOT_RESENT = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
 MAX_ID = 2**63 - 1
+# Bytes a $'...' word of the curl command writes as themselves: printable ASCII, with the
+# backslash and the quote escaped.
+ANSI_C = {byte: chr(byte) for byte in range(0x20, 0x7F)} | {0x5C: "\\\\", 0x27: "\\'"}
 
 
 @bp.route("/login", methods=["GET", "POST"])
@@ -223,16 +226,36 @@ def _curl(
     included, so it verifies again while the provider's timestamp tolerance allows."""
     if body is None:
         return None
-    parts = ["curl", "-sS", "-X", "POST", shlex.quote(f"{public_url}/hooks/{endpoint_id}")]
+    parts = ["curl", "-sS", "-X", "POST", _shell_word(f"{public_url}/hooks/{endpoint_id}".encode())]
     for name, value in sorted(headers.items()):
         if name not in NOT_RESENT:
-            parts += ["-H", shlex.quote(f"{name}: {value}")]
+            parts += ["-H", _shell_word(_received(f"{name}: {value}"))]
     text = _pasteable(body)
     if text is None:  # sent from the downloaded file, byte for byte
         parts += ["--data-binary", shlex.quote(f"@event-{event_id}.body")]
     else:  # --data-raw: a body that starts with @ is data, not a file of the operator's
         parts += ["--data-raw", shlex.quote(text)]
     return " ".join(parts)
+
+
+def _received(header: str) -> bytes:
+    """A stored header as the bytes received: WSGI hands headers over decoded as Latin-1,
+    one character per byte (UTF-8 for text that cannot be, which no request gives)."""
+    try:
+        return header.encode("latin-1")
+    except UnicodeEncodeError:
+        return header.encode()
+
+
+def _shell_word(data: bytes) -> str:
+    """One POSIX shell word that gives back exactly ``data`` and shows only printable ASCII:
+    quoted as it is when it is printable ASCII, else in bash's ``$'...'`` with every other
+    byte written ``\\xHH``. Shown as text, a C1 control (U+0080 to U+009F) reached the
+    terminal of whoever pasted it, and a byte over 0x7F came back in the terminal's
+    encoding instead of as received, which breaks a signature over a header."""
+    if all(0x20 <= byte < 0x7F for byte in data):
+        return shlex.quote(data.decode("ascii"))
+    return "$'" + "".join(ANSI_C.get(byte) or f"\\x{byte:02x}" for byte in data) + "'"
 
 
 def _pasteable(body: bytes) -> str | None:
