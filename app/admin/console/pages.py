@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from hooklatch.admin.console.auth import actor, sign_in, sign_out
 from hooklatch.admin.console.blueprint import bp
+from hooklatch.display import visible, visible_json
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.browse import EventFilter, page
 from hooklatch.events.models import STATUSES, Event
@@ -121,7 +122,7 @@ def events() -> Any:
     before = _id_or_none(request.args.get("before"))
     with runtime.session_factory() as session:
         rows, after = page(session, chosen, before=before)
-        names = dict(session.execute(select(Endpoint.id, Endpoint.name)).tuples().all())
+        names = {i: name for i, name in session.execute(select(Endpoint.id, Endpoint.name))}
         providers = sorted(set(session.scalars(select(Endpoint.provider))))
     return render_template(
         "console/events.html",
@@ -197,15 +198,20 @@ def audit_log() -> Any:
 
 def _pretty(body: bytes | None) -> str | None:
     """The body as indented JSON when it is JSON, else as text when it decodes, else
-    None (the download has the bytes)."""
+    None (the download has the bytes); either way with its invisible characters escaped
+    (hooklatch.display)."""
     if body is None:
         return None
     try:
-        return json.dumps(json.loads(body, object_pairs_hook=_unique), indent=2, ensure_ascii=False)
+        pretty = json.dumps(
+            json.loads(body, object_pairs_hook=_unique), indent=2, ensure_ascii=False
+        )
     except (ValueError, RecursionError):  # a key given twice too: shown as received
         pass
+    else:
+        return visible_json(pretty)
     try:
-        return body.decode()
+        return visible(body.decode(), keep="\n\t")
     except UnicodeDecodeError:
         return None
 
@@ -259,18 +265,16 @@ def _shell_word(data: bytes) -> str:
 
 
 def _pasteable(body: bytes) -> str | None:
-    """The body as text that survives a copy and paste into a shell unchanged: UTF-8
-    without control characters but newline and tab. A carriage return would become a
-    newline (and break the signature), an escape sequence could end the terminal's
-    bracketed paste and type the rest as keystrokes."""
+    """The body as text that survives a copy and paste into a shell unchanged, and shows
+    what it holds: UTF-8 whose every character is printable but newline and tab. A
+    carriage return would become a newline (and break the signature), an escape sequence
+    could end the terminal's bracketed paste and type the rest as keystrokes, and a
+    format character (a right-to-left override) would show the command as another."""
     try:
         text = body.decode()
     except UnicodeDecodeError:
         return None
-    if any(
-        (ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0 or c in "\u2028\u2029"
-        for c in text
-    ):
+    if not all(c.isprintable() or c in "\n\t" for c in text):
         return None
     return text
 
