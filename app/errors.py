@@ -281,7 +281,7 @@ def refuse_nul(app: Flask) -> None:
                         f"the {where} {name[:40]!r} holds a NUL character", reason="bad_parameter"
                     )
 
-    def _form() -> Any:
+    def _form() -> MultiDict[str, str]:
         """The form fields of a form post; nothing for other bodies (the API's JSON is its
         views' to read)."""
         if request.mimetype in FORM_TYPES:
