@@ -288,9 +288,9 @@ def _id_or_none(text: str | None) -> int | None:
 
 def _safe_next(target: str | None) -> str:
     """Back where the sign-in was asked for, if that is a plain path of a console page:
-    never elsewhere, and never a header of the sender's (a CR or LF, which also made the
-    redirect a 500). A control, format or space character, a backslash (which browsers
-    read as a slash) or a dot segment gives the start page instead."""
+    never elsewhere. A control character (a CR or LF, which Werkzeug refuses in a header:
+    the redirect was a 500), a format or space character, a backslash (which browsers read
+    as a slash) or a dot segment gives the start page instead."""
     default = url_for("console.overview")
     if not target or not target.isprintable() or " " in target or "\\" in target:
         return default
