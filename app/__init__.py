@@ -40,7 +40,7 @@ def create_app(
     from hooklatch import logs
     from hooklatch.admin import console
     from hooklatch.admin.views import bp as admin_bp
-    from hooklatch.errors import register_error_handlers
+    from hooklatch.errors import refuse_nul, register_error_handlers
     from hooklatch.health import bp as health_bp
     from hooklatch.ingest.views import IngestRoute
     from hooklatch.operations import scrape
@@ -54,6 +54,7 @@ def create_app(
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["hooklatch"] = runtime
     register_error_handlers(app)
+    refuse_nul(app)
     app.register_blueprint(health_bp)
     app.register_blueprint(admin_bp)
     console.init_app(app)

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wrappers import Response
@@ -18,6 +19,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 # What a caller is told when the server's own set-up (plugins, keys) stops a delivery.
 UNAVAILABLE = "this endpoint cannot take deliveries right now; nothing was stored. Retry later."
+NUL = "\x00"
+# What psycopg2 says of a NUL in a parameter (a ValueError).
+NUL_REFUSED = "cannot contain NUL (0x00) characters"
+# The bodies whose fields Flask reads as a form: the console's posts.
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+NO_FIELDS: MultiDict[str, str] = MultiDict()
 
 
 class HooklatchError(Exception):
@@ -64,6 +71,12 @@ class BadRequest(HooklatchError):
 
     status_code = 400
     reason = "bad_request"
+
+
+class UnstorableText(BadRequest):
+    """The request holds a NUL character or a lone surrogate, which cannot be stored."""
+
+    reason = "bad_parameter"
 
 
 class PayloadPruned(HooklatchError):
@@ -217,8 +230,19 @@ def http_error_response(exc: HTTPException) -> Response:
     return json_response(*http_error_json(exc))
 
 
+def unstorable(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database driver refusing text PostgreSQL cannot hold: a NUL
+    character (psycopg2 raises ValueError) or a lone surrogate (not UTF-8)."""
+    if isinstance(exc, UnicodeEncodeError):
+        return exc.reason == "surrogates not allowed"
+    return isinstance(exc, ValueError) and NUL_REFUSED in str(exc)
+
+
 def register_error_handlers(app: Flask) -> None:
-    from flask import request
+    """The JSON answers of the exception tree, and a 400 where text the database cannot
+    hold reached it (``refuse_nul`` stops it first; this keeps any route it misses from
+    answering 500 with a traceback for something a sender chose)."""
+    from flask import current_app, request
 
     @app.errorhandler(HooklatchError)
     def _render(exc: HooklatchError) -> Response:
@@ -227,6 +251,42 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def _render_http(exc: HTTPException) -> Response:
         return http_error_response(exc)
+
+    @app.errorhandler(ValueError)
+    def _unstorable(exc: ValueError) -> Any:
+        if not unstorable(exc):
+            raise exc
+        log.warning("%s: text the database cannot hold reached it, answered 400", request.endpoint)
+        # Answered as the route's own errors are (the console's as a page).
+        return current_app.handle_user_exception(UnstorableText())
+
+
+def refuse_nul(app: Flask) -> None:
+    """Before any view: a NUL character in the path, a query parameter or a form field is
+    400 ``bad_parameter``. PostgreSQL cannot hold one, and its driver refuses it with an
+    exception that every route would otherwise answer 500 with a traceback. It is the one
+    character to look for: Werkzeug reads invalid UTF-8 in the path as U+FFFD, and keeps
+    its percent escapes (``%FF``) in the query string and form fields, so no lone
+    surrogate comes from these."""
+    from flask import request
+
+    @app.before_request
+    def _refuse_nul() -> None:
+        if NUL in request.path:
+            raise BadRequest("the path holds a NUL character", reason="bad_parameter")
+        for where, fields in (("query parameter", request.args), ("form field", _form())):
+            for name, value in fields.items(multi=True):
+                if NUL in name or NUL in value:
+                    raise BadRequest(
+                        f"the {where} {name[:40]!r} holds a NUL character", reason="bad_parameter"
+                    )
+
+    def _form() -> MultiDict[str, str]:
+        """The form fields of a form post; nothing for other bodies (the API's JSON is its
+        views' to read)."""
+        if request.mimetype in FORM_TYPES:
+            return request.form
+        return NO_FIELDS
 
 
 HTTP_REASONS = {

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from hooklatch.cli.context import cli_actor, friendly, runtime_of
-from hooklatch.cli.output import echo_json, emit
+from hooklatch.cli.output import echo_json, emit, printable
 from hooklatch.events.models import STATUSES, Event
 from hooklatch.events.serialize import MAX_LIST_LIMIT
 
@@ -33,9 +33,10 @@ def events_list(ctx: click.Context, status: str | None, limit: int, as_json: boo
 
 
 def _event_line(row: dict[str, Any]) -> str:
+    """One event on a line; its type and id are the sender's, so printed escaped."""
     return (
-        f"{row['id']:>8}  {row['status']:<9} {row['provider']:<8} {row['type']:<28} "
-        f"{row['external_id']}  attempts={row['attempts']}  {row['received_at']}"
+        f"{row['id']:>8}  {row['status']:<9} {row['provider']:<8} {printable(row['type']):<28} "
+        f"{printable(row['external_id'])}  attempts={row['attempts']}  {row['received_at']}"
     )
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from hooklatch.display import visible
+
 
 def echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, default=str))
@@ -25,6 +27,8 @@ def emit(
 
 
 def printable(text: str) -> str:
-    """``text`` safe to print on a terminal: a control character (an escape sequence in
-    an ordering key taken from a payload, a newline in an error) is shown escaped."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+    """``text`` safe to print on a terminal, and unlike any other text: a control
+    character (an escape sequence in an ordering key taken from a payload, a newline in
+    an error) or a format character (a right-to-left override) is shown escaped, and a
+    backslash doubled (hooklatch.display)."""
+    return visible(text)

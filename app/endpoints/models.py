@@ -9,13 +9,15 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from hooklatch.db import Base, UTCDateTime, utcnow
 
+ID_LENGTH = 40  # "ep_" and 20 hex digits, as create_endpoint makes them
+
 
 class Endpoint(Base):
     """A URL given to one provider: /hooks/<id>."""
 
     __tablename__ = "endpoints"
 
-    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     provider: Mapped[str] = mapped_column(String(64))
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)

@@ -15,7 +15,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from hooklatch.crypto import SecretBox
-from hooklatch.endpoints.models import Endpoint, EndpointSecret, Refusal
+from hooklatch.endpoints.models import ID_LENGTH, Endpoint, EndpointSecret, Refusal
 from hooklatch.errors import BadRequest, NotFound, SecretUnavailable
 from hooklatch.ordering.keys import OrderingSettings
 from hooklatch.providers.base import Provider
@@ -253,6 +253,12 @@ def _active_endpoint_query() -> Select[*tuple[Any, ...]]:
         .where(Endpoint.id == bindparam("endpoint_id"))
         .order_by(EndpointSecret.id)
     )
+
+
+def possible_id(endpoint_id: str) -> bool:
+    """Whether ``endpoint_id`` could name an endpoint: ids are short and ASCII. Any other
+    path (a NUL in it, which PostgreSQL refuses in a query) is unknown without a query."""
+    return endpoint_id.isascii() and len(endpoint_id) <= ID_LENGTH and "\x00" not in endpoint_id
 
 
 def active_endpoint(connection: Connection, endpoint_id: str, *, box: SecretBox) -> ActiveEndpoint:

@@ -212,11 +212,21 @@ def _text(name: str, value: Any) -> str | None:
     value = value.strip()
     if not value:
         return None
-    if len(value) > TEXT_LIMIT or "\x00" in value:
+    if len(value) > TEXT_LIMIT or "\x00" in value or not _encodes(value):
         raise BadRequest(
-            f"{name} must be at most {TEXT_LIMIT} characters, with no NUL", reason="bad_parameter"
+            f"{name} must be at most {TEXT_LIMIT} characters, with no NUL or lone surrogate",
+            reason="bad_parameter",
         )
     return value
+
+
+def _encodes(value: str) -> bool:
+    """Whether ``value`` is UTF-8 (JSON can escape a lone surrogate, which is not)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _when(name: str, value: str | None, now: datetime) -> datetime | None:

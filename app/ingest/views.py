@@ -22,7 +22,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
 from hooklatch import metrics
-from hooklatch.endpoints.service import ActiveEndpoint, active_endpoint
+from hooklatch.endpoints.service import ActiveEndpoint, active_endpoint, possible_id
 from hooklatch.errors import (
     BodyTooLarge,
     HooklatchError,
@@ -30,9 +30,11 @@ from hooklatch.errors import (
     MethodNotAllowed,
     NotFound,
     StoreUnavailable,
+    UnstorableText,
     VerificationError,
     error_json,
     http_error_json,
+    unstorable,
 )
 from hooklatch.ingest.store import ACCEPTED, DUPLICATE, EndpointChanged, Recorded, record_events
 from hooklatch.ingest.verify import count_refusal, provider_for, verified_by_cache, verify
@@ -70,11 +72,8 @@ class IngestRoute:
         except HTTPException as exc:
             seen.outcome = "bad_request" if exc.code == 400 else f"http_{exc.code}"
             response = JsonAnswer(*http_error_json(exc))
-        except Exception:
-            log.exception("%s %s answered 500", request.method, request.path)
-            response = JsonAnswer(
-                {"error": "internal_error", "message": "internal server error"}, 500
-            )
+        except Exception as exc:
+            response = _internal_error(request, exc, seen)
         seen.count(endpoint_id, elapsed())
         if seen.provider is not None:  # an endpoint that exists: the overview counts it
             stored = seen.outcome in (ACCEPTED, DUPLICATE)
@@ -89,6 +88,8 @@ class IngestRoute:
     def answer(
         self, request: Request, endpoint_id: str, seen: metrics.DeliveryTally
     ) -> WSGIApplication:
+        if not possible_id(endpoint_id):
+            raise NotFound("unknown or disabled endpoint", reason="unknown_endpoint")
         if request.method == "POST":
             return receive(self.runtime, request, endpoint_id, seen)
         if request.method in ("GET", "HEAD"):
@@ -96,6 +97,18 @@ class IngestRoute:
         refused = MethodNotAllowed(f"{request.method} is not answered here; deliveries are POSTed")
         refused.headers = {"Allow": "GET, HEAD, POST"}
         raise refused
+
+
+def _internal_error(request: Request, exc: Exception, seen: metrics.DeliveryTally) -> JsonAnswer:
+    """500 with the traceback in the log; but 400, in one line, where text the database
+    cannot hold reached it: something a sender chose, which nothing here should pass on."""
+    if unstorable(exc):
+        log.warning("a delivery held text the database cannot hold, answered 400")
+        refused = UnstorableText()
+        seen.outcome = refused.reason
+        return JsonAnswer(*error_json(refused, request.method, request.path))
+    log.exception("%s %s answered 500", request.method, request.path)
+    return JsonAnswer({"error": "internal_error", "message": "internal server error"}, 500)
 
 
 def receive(

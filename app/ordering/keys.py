@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from hooklatch.ordering.models import FIFO, NONE, PARK
-from hooklatch.providers.base import KeyedEvent, Provider, dotted, key_text
+from hooklatch.providers.base import KeyedEvent, Provider, dotted, key_text, stored_key
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def ordering_key(provider: Provider, key_path: str | None, event: KeyedEvent) ->
     if key_path:
         return key_by_path(event.payload, key_path)
     try:
-        return key_text(provider.ordering_key(event))
+        return stored_key(provider.ordering_key(event))
     except Exception:
         log.exception("%s.ordering_key raised: the event is stored without a key", provider.name)
         return None

@@ -162,18 +162,49 @@ def dotted(payload: Any, path: str) -> Any:
 
 def key_text(value: Any) -> str | None:
     """An id from a payload as a key: text or an integer (Shopify's ids are numbers);
-    anything else, empty, or too long to store, is no key."""
+    anything else, empty, or too long to store, is no key.
+
+    An integer is its digits (4711), and text is itself (cus_123), except text that reads
+    as another JSON value (a number, true, false, null or a quoted string), which is
+    written as a JSON string: the text "1" is the key ``"1"``, the number 1 the key
+    ``1``, so that two entities never share one key."""
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
-    if (
-        isinstance(value, int)
-        and not -(10**MAX_ORDERING_KEY_LENGTH) < value < 10**MAX_ORDERING_KEY_LENGTH
-    ):
-        return None  # too long to store, and str() refuses integers past 4,300 digits
-    text = str(value)
-    if not text or len(text) > MAX_ORDERING_KEY_LENGTH or not _storable(text):
+    if isinstance(value, int):
+        if not -(10**MAX_ORDERING_KEY_LENGTH) < value < 10**MAX_ORDERING_KEY_LENGTH:
+            return None  # too long to store, and str() refuses integers past 4,300 digits
+        return str(value)
+    if len(value) > MAX_ORDERING_KEY_LENGTH:
         return None
-    return text
+    text = json.dumps(value, ensure_ascii=False) if _reads_as_json(value) else value
+    return stored_key(text)
+
+
+def stored_key(value: Any) -> str | None:
+    """A plugin's ``ordering_key`` as ingest stores it: text as it is (the plugin's own
+    ``key_text`` has written it), an integer as ``key_text`` writes it; None for anything
+    else, and for empty or too long text, a NUL or a lone surrogate."""
+    if not isinstance(value, str):
+        return key_text(value)
+    if not value or len(value) > MAX_ORDERING_KEY_LENGTH:
+        return None
+    return value if _storable(value) else None
+
+
+# The first characters of text that JSON reads as a number, true, false, null or a string
+# (with the whitespace JSON allows before them; NaN and Infinity are Python's extensions).
+_JSON_SCALAR_STARTS = frozenset('-0123456789"tfnNI \t\n\r')
+
+
+def _reads_as_json(text: str) -> bool:
+    """Whether ``text`` is the JSON of a number, true, false, null or a string."""
+    if text[:1] not in _JSON_SCALAR_STARTS:
+        return False
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return not isinstance(value, list | dict)
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,7 @@ def test_stripe_roll_header_with_old_and_new_signatures_verifies(cli, client):
     created = json.loads(
         cli(
             "endpoints", "add", "stripe", "--name", "rolled", "--secret", "whsec_new", "--json"
-        ).output
+        ).stdout
     )
     body = stripe_event("evt_roll")
     headers = stripe_headers(body, "whsec_old", extra_secrets=["whsec_new"])
@@ -174,7 +174,7 @@ def test_refused_deliveries_are_counted_by_reason_in_endpoints_show(cli, client,
     created = json.loads(
         cli(
             "endpoints", "add", "stripe", "--name", "counted", "--secret", "whsec_a", "--json"
-        ).output
+        ).stdout
     )
     body = stripe_event("evt_counted")
     for _ in range(3):  # signed with a secret the endpoint does not have

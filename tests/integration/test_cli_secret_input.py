@@ -142,3 +142,33 @@ def test_a_missing_or_empty_secret_file_is_a_clear_error(settings, tmp_path):
         settings, "endpoints", "add", "stripe", "--name", "y", "--secret-file", str(empty), ok=False
     )
     assert result.exit_code == 1 and "cannot be empty" in result.output
+
+
+def test_a_secret_on_the_command_line_still_works_and_warns_on_stderr_of_the_safer_ways(
+    settings,
+):
+    added = run_cli(
+        settings, "endpoints", "add", "stripe", "--name", "cl", "--secret", "whsec_cl", "--json"
+    )
+    assert json.loads(added.stdout)["name"] == "cl"  # what scripts read is unchanged
+    for warned in (
+        added,
+        run_cli(settings, "endpoints", "secrets", "add", "cl", "--secret", "whsec_2nd"),
+    ):
+        assert "`ps`" in warned.stderr and "history" in warned.stderr
+        assert "--secret-file" in warned.stderr and "--secret -" in warned.stderr
+        assert "hidden prompt" in warned.stderr
+        assert "whsec_cl" not in warned.stderr and "whsec_2nd" not in warned.stderr
+    assert revealed(settings, "cl") == ["whsec_cl", "whsec_2nd"]
+
+
+def test_a_secret_from_stdin_or_a_file_gives_no_warning(settings, tmp_path):
+    path = tmp_path / "secret"
+    path.write_text("whsec_file")
+    by_file = run_cli(
+        settings, "endpoints", "add", "stripe", "--name", "q", "--secret-file", str(path)
+    )
+    by_stdin = run_cli(
+        settings, "endpoints", "secrets", "add", "q", "--secret", "-", input="whsec_stdin\n"
+    )
+    assert by_file.stderr == by_stdin.stderr == ""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from urllib.parse import urlencode
 
 import pytest
 from sqlalchemy import event, text
@@ -14,6 +15,7 @@ from sqlalchemy import event, text
 from hooklatch.events.browse import EventFilter, page
 from tests.support.console import TOKEN, csrf_of, signed_in
 from tests.support.pipeline import deliver, make_endpoint
+from tests.support.signing import stripe_event, stripe_headers
 
 
 def test_the_console_is_off_without_a_token_or_a_proxy(app_with):
@@ -81,6 +83,49 @@ def test_sign_in_goes_back_only_to_a_console_page(app_with):
         data={"name": "x", "token": TOKEN, "csrf_token": csrf_of(form)},
     )
     assert answer.location == "/admin/console/"
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/admin/console/events\r\nSet-Cookie: hooklatch_console=stolen",
+        "/admin/console/\nLocation: https://evil.example/",
+        "/admin/console/events?type=\x85",
+        "/admin/console/\u202eevents",
+        "/admin/console/ events",
+        "/admin/console/\\evil.example",
+        "/admin/console/../../hooks/x",
+        "/admin/console/%2e%2e/%2E%2E/metrics",
+        "//evil.example/admin/console/",
+        "javascript:alert(1)//admin/console/",
+    ],
+    ids=repr,
+)
+def test_sign_in_replaces_a_next_that_is_not_a_plain_console_path_by_the_start_page(
+    app_with, target
+):
+    """Not a 500 (a CR or LF cannot go in a Location header), not a header of the
+    sender's, not a page outside the console: the start page."""
+    client = app_with().test_client()
+    form = client.get("/admin/console/login")
+    answer = client.post(
+        "/admin/console/login?" + urlencode({"next": target}),
+        data={"name": "x", "token": TOKEN, "csrf_token": csrf_of(form)},
+    )
+    assert (answer.status_code, answer.headers.getlist("Location")) == (302, ["/admin/console/"])
+    assert "stolen" not in str(answer.headers)
+
+
+def test_sign_in_goes_back_to_the_console_page_that_asked_for_it(app_with, runtime):
+    endpoint, _ = make_endpoint(runtime)
+    client = app_with().test_client()
+    asked = client.get(f"/admin/console/events?endpoint={endpoint}&type=invoice.*")
+    assert asked.status_code == 302
+    form = client.get(asked.location)
+    answer = client.post(
+        asked.location, data={"name": "x", "token": TOKEN, "csrf_token": csrf_of(form)}
+    )
+    assert answer.location == f"/admin/console/events?endpoint={endpoint}&type=invoice.*"
 
 
 def test_pages_send_a_strict_policy_and_refuse_framing(app_with):
@@ -293,6 +338,52 @@ def test_copy_as_curl_sends_a_body_a_paste_would_change_from_the_downloaded_file
     assert command is not None
     assert command.endswith("--data-binary @event-7.body")
     assert "\x1b" not in command and "\r" not in command
+
+
+def shell_words(command: str) -> list[bytes]:
+    """The words bash makes of ``command`` (curl's arguments), as the bytes curl would get."""
+    import subprocess
+
+    assert command.startswith("curl ")
+    script = "words() { printf '%s\\0' \"$@\"; }; words " + command.removeprefix("curl ")
+    ran = subprocess.run(["bash", "-c", script], capture_output=True, timeout=10, check=True)
+    return ran.stdout.split(b"\0")[:-1]
+
+
+def test_copy_as_curl_sends_each_header_byte_as_received_and_shows_only_printable_ascii(
+    app_with, runtime, client
+):
+    """Header values are bytes (WSGI hands them over as Latin-1): UTF-8 text, a C1 control
+    (U+0085, which a terminal may act on) and a right-to-left override go into the command
+    as escapes, and bash turns them back into exactly the bytes received."""
+    import html
+
+    endpoint, _ = make_endpoint(runtime)
+    received = "caf\u00e9 \x85 \u202e".encode() + b" \xff"
+    body = stripe_event("evt_curl_bytes")
+    headers = {**stripe_headers(body, "whsec_test_secret"), "X-Note": received.decode("latin-1")}
+    stored = client.post(f"/hooks/{endpoint}", data=body, headers=headers)
+    assert stored.status_code == 200, stored.json
+    console, _ = signed_in(app_with())
+    page_ = console.get(f"/admin/console/events/{stored.json['events'][0]['id']}")
+    shown = re.search(r'<pre class="curl" id="curl">(.*?)</pre>', page_.get_data(as_text=True))
+    assert shown, "no curl command on the page"
+    command = html.unescape(shown[1])
+
+    assert all(" " <= c <= "~" for c in command), command
+    words = shell_words(command)
+    assert b"x-note: " + received in words
+    sent = [words[i + 1] for i, word in enumerate(words) if word == b"-H"]
+    assert b"stripe-signature: " + headers["Stripe-Signature"].encode() in sent
+    assert words[-2:] == [b"--data-raw", body]
+
+
+def test_every_byte_but_nul_survives_the_curl_commands_quoting_through_bash():
+    from hooklatch.admin.console.pages import _shell_word
+
+    every = bytes(range(1, 256)) + b"\\x41'\\'x"  # and escapes that must stay text
+
+    assert shell_words(f"curl {_shell_word(every)} {_shell_word(b'plain')}") == [every, b"plain"]
 
 
 def test_a_sign_in_ends_at_its_age_however_busy_the_console(app_with):

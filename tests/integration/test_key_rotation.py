@@ -38,7 +38,7 @@ def add_meta_endpoint(settings):
         f"verify_token={VERIFY_TOKEN}",
         "--json",
     )
-    return json.loads(created.output)
+    return json.loads(created.stdout)  # the warning of --secret VALUE is on stderr
 
 
 def expected_fingerprint(key, secret):

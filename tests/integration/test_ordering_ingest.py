@@ -60,6 +60,27 @@ def test_an_endpoints_key_path_replaces_the_providers_key(client, runtime):
     assert stored_key(client, runtime, endpoint, customer="cus_2").ordering_key == "cus_2"
 
 
+def test_a_text_id_and_a_number_id_of_the_same_digits_are_stored_under_two_keys(client, runtime):
+    """By the provider's key and by an endpoint's path alike; ids that were never
+    ambiguous keep the key text they were stored under before."""
+    by_provider, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    configure(runtime, by_provider, policy="fifo")
+    by_path, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
+    configure(runtime, by_path, policy="serial", key_path="data.object.account")
+
+    provider_keys = [
+        stored_key(client, runtime, by_provider, customer=value).ordering_key
+        for value in ("1", 1, "cus_123", 4711)
+    ]
+    path_keys = [
+        stored_key(client, runtime, by_path, account=value).ordering_key
+        for value in ("7", 7, "acct_9", 4711)
+    ]
+
+    assert provider_keys == ['"1"', "1", "cus_123", "4711"]
+    assert path_keys == ['"7"', "7", "acct_9", "4711"]
+
+
 def test_a_settings_change_reaches_a_web_process_that_cached_the_endpoint(client, runtime):
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
     assert stored_key(client, runtime, endpoint, customer="cus_1").ordering_key is None

@@ -6,7 +6,8 @@ proxy's addresses) is used instead. Without either, the console is off, like the
 Every form that changes something carries a CSRF token (Flask-WTF); every page sends a
 strict Content-Security-Policy (no inline script or style) and refuses to be framed;
 what came in a request (bodies, headers, event types and ids) is only ever rendered
-through Jinja's autoescaping.
+through Jinja's autoescaping, and shown with its invisible characters escaped
+(``visible``: hooklatch.display).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from flask import Flask, url_for
 # Imported for the views and hooks they register on the blueprint.
 from hooklatch.admin.console import auth, endpoints, keys, pages, replays  # noqa: F401
 from hooklatch.admin.console.blueprint import bp
+from hooklatch.display import visible
 
 
 @bp.app_template_global()
@@ -28,6 +30,13 @@ def with_query(view: str, params: Mapping[str, Any]) -> str:
     collide with url_for's (``endpoint``), so they are never passed to it as keywords."""
     query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
     return url_for(view) + (f"?{query}" if query else "")
+
+
+@bp.app_template_filter("visible")
+def visible_filter(value: Any, keep: str = "") -> str:
+    """``{{ key|visible }}``: text someone else chose, its invisible characters escaped
+    (hooklatch.display). Only where text is shown: a form field keeps the value as is."""
+    return visible(str(value), keep=keep)
 
 
 def init_app(app: Flask) -> None:

@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from hooklatch.admin.console.auth import actor
 from hooklatch.admin.console.blueprint import bp
+from hooklatch.display import visible
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.endpoints.service import get_endpoint
 from hooklatch.errors import NotFound
@@ -64,8 +65,8 @@ def release_parked_key(endpoint_id: str) -> Any:
         )
     runtime.wake_dispatcher()
     flash(
-        f"Key {key} released: its next event runs now. Event {released['dead_event']} stays "
-        "dead (replay it to run it again).",
+        f"Key {visible(key)} released: its next event runs now. "
+        f"Event {released['dead_event']} stays dead (replay it to run it again).",
         "ok",
     )
     return redirect(url_for("console.keys"))

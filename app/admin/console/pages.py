@@ -6,13 +6,14 @@ import json
 import shlex
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from flask import Response, abort, flash, redirect, render_template, request, url_for
 from sqlalchemy import select
 
 from hooklatch.admin.console.auth import actor, sign_in, sign_out
 from hooklatch.admin.console.blueprint import bp
+from hooklatch.display import visible, visible_json
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.browse import EventFilter, page
 from hooklatch.events.models import STATUSES, Event
@@ -26,6 +27,9 @@ HANDLED = ("processed", "ignored", "failed", "dead")
 # Headers curl writes itself, or that describe the connection rather than the delivery.
 NOT_RESENT = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
 MAX_ID = 2**63 - 1
+# Bytes a $'...' word of the curl command writes as themselves: printable ASCII, with the
+# backslash and the quote escaped.
+ANSI_C = {byte: chr(byte) for byte in range(0x20, 0x7F)} | {0x5C: "\\\\", 0x27: "\\'"}
 
 
 @bp.route("/login", methods=["GET", "POST"])
@@ -118,7 +122,7 @@ def events() -> Any:
     before = _id_or_none(request.args.get("before"))
     with runtime.session_factory() as session:
         rows, after = page(session, chosen, before=before)
-        names = dict(session.execute(select(Endpoint.id, Endpoint.name)).tuples().all())
+        names = {i: name for i, name in session.execute(select(Endpoint.id, Endpoint.name))}
         providers = sorted(set(session.scalars(select(Endpoint.provider))))
     return render_template(
         "console/events.html",
@@ -194,15 +198,20 @@ def audit_log() -> Any:
 
 def _pretty(body: bytes | None) -> str | None:
     """The body as indented JSON when it is JSON, else as text when it decodes, else
-    None (the download has the bytes)."""
+    None (the download has the bytes); either way with its invisible characters escaped
+    (hooklatch.display)."""
     if body is None:
         return None
     try:
-        return json.dumps(json.loads(body, object_pairs_hook=_unique), indent=2, ensure_ascii=False)
+        pretty = json.dumps(
+            json.loads(body, object_pairs_hook=_unique), indent=2, ensure_ascii=False
+        )
     except (ValueError, RecursionError):  # a key given twice too: shown as received
         pass
+    else:
+        return visible_json(pretty)
     try:
-        return body.decode()
+        return visible(body.decode(), keep="\n\t")
     except UnicodeDecodeError:
         return None
 
@@ -223,10 +232,10 @@ def _curl(
     included, so it verifies again while the provider's timestamp tolerance allows."""
     if body is None:
         return None
-    parts = ["curl", "-sS", "-X", "POST", shlex.quote(f"{public_url}/hooks/{endpoint_id}")]
+    parts = ["curl", "-sS", "-X", "POST", _shell_word(f"{public_url}/hooks/{endpoint_id}".encode())]
     for name, value in sorted(headers.items()):
         if name not in NOT_RESENT:
-            parts += ["-H", shlex.quote(f"{name}: {value}")]
+            parts += ["-H", _shell_word(_received(f"{name}: {value}"))]
     text = _pasteable(body)
     if text is None:  # sent from the downloaded file, byte for byte
         parts += ["--data-binary", shlex.quote(f"@event-{event_id}.body")]
@@ -235,19 +244,37 @@ def _curl(
     return " ".join(parts)
 
 
+def _received(header: str) -> bytes:
+    """A stored header as the bytes received: WSGI hands headers over decoded as Latin-1,
+    one character per byte (UTF-8 for text that cannot be, which no request gives)."""
+    try:
+        return header.encode("latin-1")
+    except UnicodeEncodeError:
+        return header.encode()
+
+
+def _shell_word(data: bytes) -> str:
+    """One POSIX shell word that gives back exactly ``data`` and shows only printable ASCII:
+    quoted as it is when it is printable ASCII, else in bash's ``$'...'`` with every other
+    byte written ``\\xHH``. Shown as text, a C1 control (U+0080 to U+009F) reached the
+    terminal of whoever pasted it, and a byte over 0x7F came back in the terminal's
+    encoding instead of as received, which breaks a signature over a header."""
+    if all(0x20 <= byte < 0x7F for byte in data):
+        return shlex.quote(data.decode("ascii"))
+    return "$'" + "".join(ANSI_C.get(byte) or f"\\x{byte:02x}" for byte in data) + "'"
+
+
 def _pasteable(body: bytes) -> str | None:
-    """The body as text that survives a copy and paste into a shell unchanged: UTF-8
-    without control characters but newline and tab. A carriage return would become a
-    newline (and break the signature), an escape sequence could end the terminal's
-    bracketed paste and type the rest as keystrokes."""
+    """The body as text that survives a copy and paste into a shell unchanged, and shows
+    what it holds: UTF-8 whose every character is printable but newline and tab. A
+    carriage return would become a newline (and break the signature), an escape sequence
+    could end the terminal's bracketed paste and type the rest as keystrokes, and a
+    format character (a right-to-left override) would show the command as another."""
     try:
         text = body.decode()
     except UnicodeDecodeError:
         return None
-    if any(
-        (ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0 or c in "\u2028\u2029"
-        for c in text
-    ):
+    if not all(c.isprintable() or c in "\n\t" for c in text):
         return None
     return text
 
@@ -260,11 +287,16 @@ def _id_or_none(text: str | None) -> int | None:
 
 
 def _safe_next(target: str | None) -> str:
-    """Back where the sign-in was asked for, if that is a console page: never elsewhere."""
+    """Back where the sign-in was asked for, if that is a plain path of a console page:
+    never elsewhere. A control character (a CR or LF, which Werkzeug refuses in a header:
+    the redirect was a 500), a format or space character, a backslash (which browsers read
+    as a slash) or a dot segment gives the start page instead."""
     default = url_for("console.overview")
-    if not target:
+    if not target or not target.isprintable() or " " in target or "\\" in target:
         return default
     parts = urlsplit(target)
     if parts.scheme or parts.netloc or not parts.path.startswith("/admin/console/"):
+        return default
+    if {".", ".."} & set(unquote(parts.path).split("/")):
         return default
     return target

@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from hooklatch.providers.base import MAX_ORDERING_KEY_LENGTH, Delivery, Provider, position_of
+from hooklatch.providers.base import (
+    MAX_ORDERING_KEY_LENGTH,
+    Delivery,
+    Provider,
+    key_text,
+    position_of,
+)
 from hooklatch.providers.github import GitHubProvider
 from hooklatch.providers.linear import LinearProvider
 from hooklatch.providers.loading import load_providers
@@ -402,6 +408,85 @@ WRONG_IDS += [["cus_1"], {"id": "cus_1"}]
 )
 def test_an_id_that_is_not_storable_text_gives_no_key(name, event_type, place, value):
     assert KEYED[name].ordering_key(Event(event_type, place(value))) is None
+
+
+PLACES = [
+    ("stripe", "customer.updated", lambda v: {"data": {"object": {"customer": v}}}),
+    ("stripe", "product.updated", lambda v: {"data": {"object": {"id": v}}}),
+    ("paddle", "transaction.updated", lambda v: {"data": {"id": v}}),
+    ("shopify", "orders/paid", lambda v: {"id": v}),
+    ("github", "workflow_run.completed", lambda v: {"workflow_run": {"node_id": v}}),
+    ("linear", "Issue.update", lambda v: {"data": {"id": v}}),
+]
+
+
+@pytest.mark.parametrize(("name", "event_type", "place"), PLACES)
+@pytest.mark.parametrize(("text", "number"), [("1", 1), ("4711", 4711), ("-3", -3)])
+def test_an_id_sent_as_text_and_the_same_digits_sent_as_a_number_are_two_keys(
+    name, event_type, place, text, number
+):
+    """Two entities: a payload's "1" and 1 must not share ordering."""
+    as_text = KEYED[name].ordering_key(Event(event_type, place(text)))
+    as_number = KEYED[name].ordering_key(Event(event_type, place(number)))
+
+    assert as_text is not None and as_number is not None
+    assert as_text != as_number
+
+
+@pytest.mark.parametrize(
+    ("name", "event_type", "place", "value", "key"),
+    [
+        (*PLACES[0], "cus_QXy7ab12CdEf34", "cus_QXy7ab12CdEf34"),
+        (*PLACES[2], "txn_01j3x6t1e0zm4bnpzjm1xf2y5c", "txn_01j3x6t1e0zm4bnpzjm1xf2y5c"),
+        (*PLACES[3], 5710512676931, "orders/5710512676931"),
+        (*PLACES[4], "WFR_kwLOABE2Rc4BzGra", "WFR_kwLOABE2Rc4BzGra"),
+        (
+            *PLACES[5],
+            "2174add1-f7c8-44e3-bbf3-2d60b5ea8bc9",
+            "2174add1-f7c8-44e3-bbf3-2d60b5ea8bc9",
+        ),
+        (*PLACES[5], 4711, "4711"),
+        (*PLACES[5], "1e", "1e"),
+        (*PLACES[5], "12 34", "12 34"),
+        (*PLACES[5], "[1]", "[1]"),
+    ],
+)
+def test_a_key_that_was_not_ambiguous_is_stored_as_it_was(name, event_type, place, value, key):
+    """Events waiting under today's keys keep their order with those that follow."""
+    assert KEYED[name].ordering_key(Event(event_type, place(value))) == key
+
+
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [
+        ("1", '"1"'),
+        ("-3", '"-3"'),
+        ("1.5", '"1.5"'),
+        ("1e3", '"1e3"'),
+        ("true", '"true"'),
+        ("null", '"null"'),
+        (" 7 ", '" 7 "'),
+        ('"1"', '"\\"1\\""'),
+        ("Ünïcode", "Ünïcode"),
+    ],
+)
+def test_text_that_reads_as_another_json_value_is_keyed_as_a_json_string(value, key):
+    assert key_text(value) == key
+
+
+def test_every_form_of_one_value_gives_its_own_key():
+    values = [1, "1", '"1"', '"\\"1\\""', "true", '"true"', -3, "-3", "1.0", "01"]
+    keys = [key_text(value) for value in values]
+
+    assert None not in keys
+    assert len(set(keys)) == len(values), keys
+
+
+def test_text_that_reads_as_a_json_value_and_is_too_long_once_quoted_gives_no_key():
+    digits = "9" * MAX_ORDERING_KEY_LENGTH
+
+    assert key_text(digits) is None
+    assert key_text(int(digits)) == digits
 
 
 @pytest.mark.parametrize("number", [0, -3, 2**63, HUGE])
