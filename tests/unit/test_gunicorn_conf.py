@@ -12,7 +12,12 @@ CONF = Path(__file__).resolve().parents[2] / "gunicorn.conf.py"
 
 
 @pytest.fixture
-def conf():
+def conf(monkeypatch):
+    """The file's namespace. Loading it makes a metrics directory and names it in the
+    environment, as gunicorn's master does for its workers: undone afterwards, or every
+    later test in this process would count into files."""
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")  # recorded, so undone at the end
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
     return runpy.run_path(str(CONF))
 
 
