@@ -17,11 +17,11 @@ from tests.support.cli import run_cli
 from tests.support.database import count, load_event
 from tests.support.pipeline import drain, make_endpoint, wait_for
 from tests.support.signing import stripe_event, stripe_headers
+from tests.support.tokens import AUTH
 
 FIRST_SEEN = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 PAYLOAD_EXPIRED = FIRST_SEEN + timedelta(days=7, minutes=1)  # default payload clock: 7 days
 DEDUPE_EXPIRED = FIRST_SEEN + timedelta(days=30, minutes=1)  # default dedupe clock: 30 days
-AUTH = {"Authorization": "Bearer test-admin-token"}
 
 
 def post(client, endpoint, external_id, at=FIRST_SEEN, event_type="invoice.paid"):
@@ -95,7 +95,7 @@ def test_an_event_past_the_dedupe_clock_goes_with_its_history_and_is_new_again(
     replayed = client.post(
         f"/admin/events/{event_id}/replay",
         json={"reason": "check"},
-        headers={"Authorization": "Bearer test-admin-token"},
+        headers=AUTH,
     )
     assert replayed.status_code == 202
     drain(runtime)
@@ -119,7 +119,7 @@ def test_work_in_hand_is_never_cleaned(runtime, client_at):
     (with_replay,) = received(client_at, runtime, endpoint, "evt_replay")
     client, _ = client_at(FIRST_SEEN)
     waiting = post(client, endpoint, "evt_waiting").json["events"][0]["id"]  # not drained
-    token = {"Authorization": "Bearer test-admin-token"}
+    token = AUTH
     replayed = client.post(f"/admin/events/{with_replay}/replay", json={}, headers=token)
     assert replayed.status_code == 202
 
@@ -221,13 +221,11 @@ def test_a_pruned_event_cannot_be_replayed_and_says_why(runtime, client_at, clie
     answer = client.post(
         f"/admin/events/{event_id}/replay",
         json={"reason": "again"},
-        headers={"Authorization": "Bearer test-admin-token"},
+        headers=AUTH,
     )
     assert answer.status_code == 409
     assert answer.json["error"] == "payload_pruned"
-    shown = client.get(
-        f"/admin/events/{event_id}", headers={"Authorization": "Bearer test-admin-token"}
-    )
+    shown = client.get(f"/admin/events/{event_id}", headers=AUTH)
     assert shown.json["payload_pruned"] is True
     assert "deleted by retention" in answer.json["message"]
     assert '"payload_pruned": true' in run_cli(settings, "events", "show", str(event_id)).output
