@@ -73,6 +73,13 @@ class PayloadPruned(HooklatchError):
     reason = "payload_pruned"
 
 
+class ReplayRefused(HooklatchError):
+    """The event's handlers are about to run anyway: a replay now would run them twice."""
+
+    status_code = 409
+    reason = "replay_refused"
+
+
 class VerificationError(HooklatchError):
     """The request's signature or timestamp did not verify."""
 

@@ -14,6 +14,7 @@ from sqlalchemy import select
 from hooklatch.admin.console.auth import actor, sign_in, sign_out
 from hooklatch.admin.console.blueprint import bp
 from hooklatch.endpoints.models import Endpoint
+from hooklatch.errors import ReplayRefused
 from hooklatch.events.browse import EventFilter, page
 from hooklatch.events.models import STATUSES, Event
 from hooklatch.events.replay import replay_one
@@ -175,8 +176,12 @@ def replay(event_id: int) -> Any:
     if not reason:
         flash("A replay needs a reason.", "error")
         return redirect(url_for("console.event", event_id=event_id))
-    with runtime.session_factory.begin() as session:
-        replay_one(session, event_id, actor=actor(), reason=reason, now=runtime.clock())
+    try:
+        with runtime.session_factory.begin() as session:
+            replay_one(session, event_id, actor=actor(), reason=reason, now=runtime.clock())
+    except ReplayRefused as exc:
+        flash(exc.message, "error")
+        return redirect(url_for("console.event", event_id=event_id))
     runtime.wake_dispatcher()
     flash("Replay requested: its attempt appears below once a worker has run it.", "ok")
     return redirect(url_for("console.event", event_id=event_id))
