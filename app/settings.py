@@ -84,6 +84,25 @@ MIN_REPLAY_RATE, MAX_REPLAY_RATE = 0.2, 10_000.0
 MAX_CLOCK_DAYS = 36_500
 
 
+# A token anyone who reaches the web port may guess at: long, and not a few characters
+# repeated.
+MIN_TOKEN_LENGTH = 32
+MIN_TOKEN_CHARACTERS = 8
+MAKE_A_TOKEN = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'  # noqa: S105
+
+
+def _check_token(name: str, token: str | None) -> None:
+    """Refuse a token that could be guessed; the message never shows it."""
+    if token is None:
+        return
+    repeated = (token + token).find(token, 1) < len(token)  # "abcabc": "abc" twice
+    if len(token) < MIN_TOKEN_LENGTH or len(set(token)) < MIN_TOKEN_CHARACTERS or repeated:
+        raise SettingsError(
+            f"{name} is too weak: it must be at least {MIN_TOKEN_LENGTH} characters, not a "
+            f"few characters repeated, and random. Make one with `{MAKE_A_TOKEN}`"
+        )
+
+
 def _check_networks(networks: tuple[str, ...]) -> None:
     for network in networks:
         try:
@@ -299,6 +318,8 @@ class Settings:
                 f"than HOOKLATCH_DEDUPE_RETENTION_DAYS={self.dedupe_retention_days:g}: an "
                 "event's row, payload included, is deleted at the dedupe clock"
             )
+        _check_token("HOOKLATCH_ADMIN_TOKEN", self.admin_token)
+        _check_token("HOOKLATCH_METRICS_TOKEN", self.metrics_token)
         _check_networks(self.admin_proxy_ips)
         if self.admin_proxy_header and not self.admin_proxy_ips:
             raise SettingsError(
