@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import text
 
 from hooklatch.events.replay import request_replay
+from hooklatch.operations import access
 from hooklatch.operations.retention import Retention
 from tests.support.cli import run_cli
 from tests.support.database import count, load_event
@@ -433,3 +434,26 @@ def test_ordering_keys_idle_past_the_dedupe_clock_go_unless_a_dead_event_parks_t
     assert cleanup_at(runtime, DEDUPE_EXPIRED).once().deleted_keys == 1
     assert count(runtime, "SELECT count(*) FROM ordering_keys WHERE key = 'cus_idle'") == 0
     assert count(runtime, "SELECT count(*) FROM ordering_keys") == 2
+
+
+def test_expired_console_sessions_and_counts_of_failed_token_attempts_are_deleted(runtime):
+    """A session past its expiry signs nobody in, and an address's count whose window and
+    lockout are over counts nothing: both go. A lockout still running stays."""
+    now = FIRST_SEEN
+    hour, eight = timedelta(hours=1), timedelta(hours=8)
+    locks = replace(runtime.settings, admin_lockout_failures=1, admin_lockout_seconds=7200)
+    with runtime.session_factory.begin() as session:
+        access.open_session(session, name="yesterday", now=now - 2 * eight, lifetime=eight)
+        access.open_session(session, name="today", now=now - hour, lifetime=eight)
+        access.count_failure(session, "203.0.113.1", now=now - hour, settings=runtime.settings)
+        access.count_failure(session, "203.0.113.2", now=now, settings=runtime.settings)
+        access.count_failure(session, "203.0.113.3", now=now - hour, settings=locks)
+
+    planned = cleanup_at(runtime, now).once(dry_run=True)
+    assert (planned.deleted_sessions, planned.deleted_token_failures) == (1, 1)
+    done = cleanup_at(runtime, now).once()
+    assert (done.deleted_sessions, done.deleted_token_failures) == (1, 1)
+    with runtime.engine.connect() as c:
+        assert c.execute(text("SELECT name FROM console_sessions")).scalars().all() == ["today"]
+        left = c.execute(text("SELECT address FROM token_failures ORDER BY address")).scalars()
+        assert left.all() == ["203.0.113.2", "203.0.113.3"]

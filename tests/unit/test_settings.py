@@ -53,6 +53,16 @@ def test_defaults_are_the_embedded_receiver(tmp_path):
             "HOOKLATCH_CLEANUP_INTERVAL_SECONDS must be more than 0",
         ),
         ({"HOOKLATCH_METRICS_CACHE_SECONDS": "0"}, "HOOKLATCH_METRICS_CACHE_SECONDS must be more"),
+        (
+            {"HOOKLATCH_ADMIN_LOCKOUT_FAILURES": "0"},
+            "HOOKLATCH_ADMIN_LOCKOUT_FAILURES must be at least 1",
+        ),
+        (
+            {"HOOKLATCH_ADMIN_LOCKOUT_WINDOW_SECONDS": "0"},
+            "HOOKLATCH_ADMIN_LOCKOUT_WINDOW_SECONDS must be more than 0",
+        ),
+        ({"HOOKLATCH_ADMIN_LOCKOUT_SECONDS": "0"}, "HOOKLATCH_ADMIN_LOCKOUT_SECONDS must be more"),
+        ({"HOOKLATCH_ADMIN_LOCKOUT_SECONDS": "1e12"}, "must be at most 36500 days"),
     ],
 )
 def test_bad_settings_fail_fast_naming_the_variable(env, message):

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from hooklatch.admin.console.auth import actor, sign_in, sign_out
 from hooklatch.admin.console.blueprint import bp
 from hooklatch.endpoints.models import Endpoint
-from hooklatch.errors import ReplayRefused
+from hooklatch.errors import ReplayRefused, TooManyAttempts
 from hooklatch.events.browse import EventFilter, page
 from hooklatch.events.models import STATUSES, Event
 from hooklatch.events.replay import replay_one
@@ -38,8 +38,12 @@ def login() -> Any:
         from hooklatch.admin.console.auth import csrf
 
         csrf.protect()
-        if sign_in(request.form.get("name", ""), request.form.get("token", "")):
-            return redirect(_safe_next(request.args.get("next")))
+        try:
+            if sign_in(request.form.get("name", ""), request.form.get("token", "")):
+                return redirect(_safe_next(request.args.get("next")))
+        except TooManyAttempts as exc:
+            flash(exc.message, "error")
+            return render_template("console/login.html", token_sign_in=True), 429, exc.headers
         flash("That is not the admin token.", "error")
         return render_template("console/login.html", token_sign_in=True), 401
     return render_template("console/login.html", token_sign_in=True)
