@@ -5,14 +5,17 @@ console and the CLI. Each would otherwise run the handlers a second time."""
 from __future__ import annotations
 
 import html
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+
+from sqlalchemy import text
 
 from tests.support.cli import run_cli
 from tests.support.console import csrf_of, signed_in
 from tests.support.database import count, load_event
 from tests.support.effects import effect_rows
 from tests.support.handlers import write_effect
-from tests.support.pipeline import deliver, drain, make_endpoint
+from tests.support.pipeline import deliver, drain, make_endpoint, wait_for
 from tests.support.tokens import AUTH
 
 
@@ -112,3 +115,41 @@ def test_a_replay_of_an_event_waiting_for_its_retry_is_refused(client, runtime, 
     assert (api.status_code, api.json["error"]) == (409, "event_pending"), api.json
     assert waiting.next_attempt_at.strftime("%Y-%m-%d %H:%M:%S") in api.json["message"]
     assert count(runtime, "SELECT count(*) FROM replays") == 0
+
+
+def test_two_replays_asked_at_once_are_decided_one_after_the_other(app, client, runtime, router):
+    """Both requests wait for the event's row lock (held here as a worker would hold it);
+    the second sees the first's replay once it has the lock, and is refused."""
+    router.on("stripe", "invoice.paid")(write_effect)
+    endpoint, _ = make_endpoint(runtime)
+    event_id = deliver(client, endpoint, "evt_at_once")
+    drain(runtime)
+    holder = runtime.engine.connect()
+    transaction = holder.begin()
+    holder.execute(text("SELECT id FROM events WHERE id = :i FOR UPDATE"), {"i": event_id})
+
+    def ask(_: int) -> int:
+        return (
+            app.test_client()
+            .post(f"/admin/events/{event_id}/replay", json={"reason": "at once"}, headers=AUTH)
+            .status_code
+        )
+
+    with ThreadPoolExecutor(2) as pool:
+        asked = pool.map(ask, range(2))
+        wait_for(lambda: waiting_for_locks(runtime) == 2, timeout=10, message="both waiting")
+        transaction.rollback()
+        answers = sorted(asked)
+    holder.close()
+
+    assert answers == [202, 409]
+    assert count(runtime, "SELECT count(*) FROM replays") == 1
+
+
+def waiting_for_locks(runtime) -> int:
+    """Sessions of this database waiting for a row lock."""
+    return count(
+        runtime,
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND wait_event_type = 'Lock'",
+    )
