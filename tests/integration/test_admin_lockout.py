@@ -9,11 +9,15 @@ import http.client
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 import requests
+from alembic import command
 
-from tests.support.console import csrf_of
+from hooklatch import create_app
+from hooklatch.migrations import alembic_config
+from tests.support.console import csrf_of, signed_in
 from tests.support.database import count
 from tests.support.processes import (
     hooklatch_cmd,
@@ -173,10 +177,44 @@ def from_another_address(base: str) -> int:
 @pytest.mark.parametrize("weak", ["weak-admin-token", "Qx7!" * 10])
 def test_a_weak_admin_token_stops_every_process_at_start_without_showing_it(procs, settings, weak):
     env = process_env(settings, HOOKLATCH_ADMIN_TOKEN=weak, HOST="127.0.0.1", PORT="0")
-    for name, command in (("web", procfile_command("web")), ("relay", hooklatch_cmd("relay"))):
-        started = procs(name, command, on_path(env))
+    for name, args in (("web", procfile_command("web")), ("relay", hooklatch_cmd("relay"))):
+        started = procs(name, args, on_path(env))
         assert started.popen.wait(timeout=60) != 0
         log = started.log()
         assert "HOOKLATCH_ADMIN_TOKEN is too weak" in log, log
         assert 'python -c "import secrets; print(secrets.token_urlsafe(32))"' in log, log
         assert weak not in log, log
+
+
+@pytest.fixture
+def on_sqlite(settings, router, tmp_path):
+    """An app of the embedded default (SQLite, no Redis), with these lockout settings."""
+    apps = []
+
+    def make(**changes):
+        sqlite = replace(
+            settings, database_url=None, redis_url=None, instance_path=tmp_path / "db", **changes
+        )
+        sqlite.instance_path.mkdir(exist_ok=True)
+        command.upgrade(alembic_config(sqlite.sqlalchemy_url), "head")
+        apps.append(create_app(sqlite, router=router))
+        return apps[-1]
+
+    yield make
+    for app in apps:
+        app.extensions["hooklatch"].dispose()
+
+
+def test_the_lockout_and_sign_out_hold_on_the_embedded_default(on_sqlite):
+    app = on_sqlite(admin_lockout_failures=2)
+    client, _ = signed_in(app)
+    csrf = csrf_of(client.get("/admin/console/"))
+    copied = client.get_cookie("hooklatch_console", path="/admin").value
+    client.post("/admin/console/logout", data={"csrf_token": csrf})
+    thief = app.test_client()
+    thief.set_cookie("hooklatch_console", copied, path="/admin")
+    assert thief.get("/admin/console/").status_code == 302
+
+    assert [api(app, WRONG, ATTACKER).status_code for _ in range(2)] == [401, 429]
+    assert api(on_sqlite(), AUTH, ATTACKER).status_code == 429  # another process, same file
+    assert api(app, AUTH, NEIGHBOUR).status_code == 200
