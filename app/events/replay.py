@@ -50,8 +50,8 @@ def request_replay(
     asks."""
     # Locked: retention prunes or deletes only unlocked events without outbox rows, so
     # once this commits the payload stays until the replay has run. The lock also makes
-    # the checks below hold: a worker running the event, or another replay request,
-    # waits for this transaction, or this one for it.
+    # the checks below hold: this waits for a worker running the event (or a replay of
+    # it) to commit, and another request for the same event waits for this one.
     event = session.scalars(
         select(Event).where(Event.id == event_id).with_for_update()
     ).one_or_none()
