@@ -86,6 +86,24 @@ class PayloadPruned(HooklatchError):
     reason = "payload_pruned"
 
 
+class ReplayRefused(HooklatchError):
+    """The event's handlers are about to run anyway: a replay now would run them twice."""
+
+    status_code = 409
+    reason = "replay_refused"
+
+
+class TooManyAttempts(HooklatchError):
+    """Too many failed admin-token attempts from this address: refused for a while."""
+
+    status_code = 429
+    reason = "too_many_attempts"
+
+    def __init__(self, message: str = "", *, retry_after: int) -> None:
+        super().__init__(message)
+        self.headers = {"Retry-After": str(retry_after)}
+
+
 class VerificationError(HooklatchError):
     """The request's signature or timestamp did not verify."""
 

@@ -194,7 +194,7 @@ CLEANUP_ROWS = Counter(
     "hooklatch_cleanup_rows",
     "Rows cleanup changed, by action: pruned (payloads), deleted (events), "
     "deleted_refusals, deleted_heartbeats, deleted_activity, deleted_batches, deleted_audit, "
-    "deleted_keys.",
+    "deleted_keys, deleted_sessions, deleted_token_failures.",
     ["action"],
     registry=REGISTRY,
 )

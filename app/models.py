@@ -9,13 +9,20 @@ from hooklatch.events.models import (
     ReplayBatch,
     ReplayBatchItem,
 )
-from hooklatch.operations.models import ActivityCount, AuditEntry, Heartbeat
+from hooklatch.operations.models import (
+    ActivityCount,
+    AuditEntry,
+    ConsoleSession,
+    Heartbeat,
+    TokenFailures,
+)
 from hooklatch.ordering.models import OrderingKey
 
 __all__ = [
     "ActivityCount",
     "Attempt",
     "AuditEntry",
+    "ConsoleSession",
     "Endpoint",
     "EndpointSecret",
     "Event",
@@ -26,4 +33,5 @@ __all__ = [
     "Replay",
     "ReplayBatch",
     "ReplayBatchItem",
+    "TokenFailures",
 ]

@@ -84,6 +84,25 @@ MIN_REPLAY_RATE, MAX_REPLAY_RATE = 0.2, 10_000.0
 MAX_CLOCK_DAYS = 36_500
 
 
+# A token anyone who reaches the web port may guess at: long, and not a few characters
+# repeated. The lockout (HOOKLATCH_ADMIN_LOCKOUT_*) slows guessing; only length defeats it.
+MIN_TOKEN_LENGTH = 32
+MIN_TOKEN_CHARACTERS = 8
+MAKE_A_TOKEN = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'  # noqa: S105
+
+
+def _check_token(name: str, token: str | None) -> None:
+    """Refuse a token that could be guessed; the message never shows it."""
+    if token is None:
+        return
+    repeated = (token + token).find(token, 1) < len(token)  # "abcabc": "abc" twice
+    if len(token) < MIN_TOKEN_LENGTH or len(set(token)) < MIN_TOKEN_CHARACTERS or repeated:
+        raise SettingsError(
+            f"{name} is too weak: it must be at least {MIN_TOKEN_LENGTH} characters, not a "
+            f"few characters repeated, and random. Make one with `{MAKE_A_TOKEN}`"
+        )
+
+
 def _check_networks(networks: tuple[str, ...]) -> None:
     for network in networks:
         try:
@@ -184,6 +203,12 @@ class Settings:
     admin_session_hours: float = 8.0
     admin_proxy_header: str | None = None
     admin_proxy_ips: tuple[str, ...] = ()
+    # Failed admin-token attempts (API, /metrics, console sign-in) from one client address
+    # (an IPv6 one by its /64): this many within the window lock it out for the period,
+    # during which every token it presents is refused, the right one too.
+    admin_lockout_failures: int = 10
+    admin_lockout_window_seconds: float = 600.0
+    admin_lockout_seconds: float = 900.0
     # A bulk replay touches at most this many events, replayed this many a second.
     replay_batch_max: int = 10_000
     replay_batch_rate: float = 50.0
@@ -251,6 +276,15 @@ class Settings:
             ),
             admin_proxy_header=env.get("HOOKLATCH_ADMIN_PROXY_HEADER") or None,
             admin_proxy_ips=_list(env.get("HOOKLATCH_ADMIN_PROXY_IPS")),
+            admin_lockout_failures=_int(
+                env, "HOOKLATCH_ADMIN_LOCKOUT_FAILURES", cls.admin_lockout_failures, minimum=1
+            ),
+            admin_lockout_window_seconds=_float(
+                env, "HOOKLATCH_ADMIN_LOCKOUT_WINDOW_SECONDS", cls.admin_lockout_window_seconds
+            ),
+            admin_lockout_seconds=_float(
+                env, "HOOKLATCH_ADMIN_LOCKOUT_SECONDS", cls.admin_lockout_seconds
+            ),
             replay_batch_max=_int(
                 env, "HOOKLATCH_REPLAY_BATCH_MAX", cls.replay_batch_max, minimum=1
             ),
@@ -299,6 +333,8 @@ class Settings:
                 f"than HOOKLATCH_DEDUPE_RETENTION_DAYS={self.dedupe_retention_days:g}: an "
                 "event's row, payload included, is deleted at the dedupe clock"
             )
+        _check_token("HOOKLATCH_ADMIN_TOKEN", self.admin_token)
+        _check_token("HOOKLATCH_METRICS_TOKEN", self.metrics_token)
         _check_networks(self.admin_proxy_ips)
         if self.admin_proxy_header and not self.admin_proxy_ips:
             raise SettingsError(
@@ -315,6 +351,8 @@ class Settings:
             ("HOOKLATCH_PAYLOAD_RETENTION_DAYS", self.payload_retention_days),
             ("HOOKLATCH_AUDIT_RETENTION_DAYS", self.audit_retention_days),
             ("HOOKLATCH_ADMIN_SESSION_HOURS", self.admin_session_hours / 24),
+            ("HOOKLATCH_ADMIN_LOCKOUT_WINDOW_SECONDS", self.admin_lockout_window_seconds / 86400),
+            ("HOOKLATCH_ADMIN_LOCKOUT_SECONDS", self.admin_lockout_seconds / 86400),
         ):
             if days > MAX_CLOCK_DAYS:
                 raise SettingsError(f"{name} must be at most {MAX_CLOCK_DAYS} days")
@@ -325,6 +363,8 @@ class Settings:
             ("HOOKLATCH_HEARTBEAT_SECONDS", self.heartbeat_seconds),
             ("HOOKLATCH_CLEANUP_INTERVAL_SECONDS", self.cleanup_interval_seconds),
             ("HOOKLATCH_METRICS_CACHE_SECONDS", self.metrics_cache_seconds),
+            ("HOOKLATCH_ADMIN_LOCKOUT_WINDOW_SECONDS", self.admin_lockout_window_seconds),
+            ("HOOKLATCH_ADMIN_LOCKOUT_SECONDS", self.admin_lockout_seconds),
         ):
             if seconds <= 0:  # a loop that never waits, against the database
                 raise SettingsError(f"{name} must be more than 0, got {seconds:g}")

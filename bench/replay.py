@@ -40,7 +40,7 @@ from hooklatch.settings import Settings
 
 REDIS_URL = "redis://127.0.0.1:6379/12"
 HANDLERS = "bench.handlers.flaky"
-TOKEN = "bench-admin-token"
+TOKEN = "bench-admin-token-5c1e8a3f9b2d7046e8c3a1f5"  # long enough to start with
 
 
 @dataclass(frozen=True)

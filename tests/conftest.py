@@ -24,6 +24,7 @@ from tests.support.database import REDIS, TABLES, fresh_database
 from tests.support.effects import metadata as effects_metadata
 from tests.support.install import ROOT, modules_not_installed
 from tests.support.processes import Proc
+from tests.support.tokens import ADMIN_TOKEN
 
 
 def pytest_configure(config):
@@ -77,7 +78,7 @@ def settings(pg_url, redis_url, secret_key, queue_name, tmp_path, clean_db):
         database_url=pg_url,
         redis_url=redis_url,
         secret_keys=(secret_key,),
-        admin_token="test-admin-token",
+        admin_token=ADMIN_TOKEN,
         public_url="http://hooks.example.test",
         instance_path=tmp_path / "instance",
         queue_name=queue_name,

@@ -3,7 +3,6 @@ explicit and audited."""
 
 from __future__ import annotations
 
-import hmac
 import json
 from typing import Any
 
@@ -23,6 +22,7 @@ from hooklatch.events.serialize import (
     event_history,
 )
 from hooklatch.operations import audit
+from hooklatch.operations.access import current_guard
 from hooklatch.ordering.service import (
     blocked_keys,
     count_blocked,
@@ -44,7 +44,9 @@ def require_token() -> None:
             "the admin API is off: set HOOKLATCH_ADMIN_TOKEN", reason="admin_disabled"
         )
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), expected.encode()):
+    bearer = given if scheme.lower() == "bearer" else ""
+    # 429 while this address is locked out after too many failures, whatever it sends.
+    if not current_guard().check(bearer, [expected], address=request.remote_addr):
         raise Unauthorized("a valid 'Authorization: Bearer <admin token>' header is required")
 
 

@@ -38,6 +38,10 @@ def cleanup(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
         f"{settings.audit_retention_days:g} days {verb} deleted"
     )
     click.echo(f"{done.deleted_keys} ordering keys idle past the dedupe clock {verb} deleted")
+    click.echo(
+        f"{done.deleted_sessions} expired console sessions and {done.deleted_token_failures} "
+        f"expired counts of failed admin-token attempts {verb} deleted"
+    )
     if not dry_run:
         click.echo(f"{done.batches} batches in {done.seconds:.2f} s")
     if done.oldest_expired_seconds:

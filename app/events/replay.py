@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hooklatch.errors import BadRequest, NotFound, PayloadPruned
+from hooklatch.errors import BadRequest, NotFound, PayloadPruned, ReplayRefused
 from hooklatch.events.models import PENDING, Event, OutboxEntry, Replay
 from hooklatch.operations import audit
 
@@ -45,8 +45,13 @@ def request_replay(
     now: datetime,
     batch_id: int | None = None,
 ) -> Replay:
+    """A replay of the event, with its outbox row. Refused (``ReplayRefused``) while the
+    event's handlers are about to run anyway: bulk replay skips such events before it
+    asks."""
     # Locked: retention prunes or deletes only unlocked events without outbox rows, so
-    # once this commits the payload stays until the replay has run.
+    # once this commits the payload stays until the replay has run. The lock also makes
+    # the checks below hold: this waits for a worker running the event (or a replay of
+    # it) to commit, and another request for the same event waits for this one.
     event = session.scalars(
         select(Event).where(Event.id == event_id).with_for_update()
     ).one_or_none()
@@ -57,6 +62,7 @@ def request_replay(
             f"event {event_id}'s body and headers were deleted by retention "
             "(HOOKLATCH_PAYLOAD_RETENTION_DAYS): its handlers cannot run again"
         )
+    _refuse_if_about_to_run(session, event, now=now)
     replay = Replay(
         event_id=event_id,
         batch_id=batch_id,
@@ -70,3 +76,33 @@ def request_replay(
     session.add(OutboxEntry(event_id=event_id, replay_id=replay.id, created_at=now))
     session.flush()
     return replay
+
+
+def _refuse_if_about_to_run(session: Session, event: Event, *, now: datetime) -> None:
+    """A replay of a pending event, or of one whose replay has not run yet, would run its
+    handlers a second time: once as that attempt or replay, once as this one."""
+    if event.status == PENDING:
+        due = event.next_attempt_at
+        when = (
+            "due now"
+            if due is None or due <= now
+            else f"due at {due.strftime('%Y-%m-%d %H:%M:%S')} UTC"
+        )
+        raise ReplayRefused(
+            f"event {event.id} is pending: its handlers run at its next attempt ({when}), "
+            "and a replay now would run them twice. Replay it once that attempt has run, "
+            "if it is still needed.",
+            reason="event_pending",
+        )
+    waiting = session.scalar(
+        select(Replay.id)
+        .where(Replay.event_id == event.id, Replay.status == PENDING)
+        .order_by(Replay.id)
+        .limit(1)
+    )
+    if waiting is not None:
+        raise ReplayRefused(
+            f"replay {waiting} of event {event.id} has not run yet, and another now would "
+            "run its handlers twice. Ask again once it has run, if it is still needed.",
+            reason="replay_pending",
+        )

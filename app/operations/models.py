@@ -1,5 +1,6 @@
 """Operations' tables: heartbeats (which relays and workers are alive, and what they last
-did), hourly activity counts per endpoint, and the audit log."""
+did), hourly activity counts per endpoint, the audit log, console sign-ins, and failed
+admin-token attempts per client address."""
 
 from __future__ import annotations
 
@@ -61,3 +62,30 @@ class AuditEntry(Base):
     action: Mapped[str] = mapped_column(String(64))
     target: Mapped[str] = mapped_column(String(200))
     details: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class ConsoleSession(Base):
+    """One sign-in to the console with the admin token. The cookie carries a random token;
+    this row holds only its SHA-256. Every console request looks the row up: sign-out
+    deletes it, and once expired it signs nobody in (retention then deletes it)."""
+
+    __tablename__ = "console_sessions"
+
+    token_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(100))
+    signed_in_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+
+
+class TokenFailures(Base):
+    """Failed admin-token attempts from one client address (an IPv6 one by its /64) in
+    the current window, and the lockout they led to. Shared by every web process;
+    retention deletes a row once its window and its lockout are over (``expires_at``)."""
+
+    __tablename__ = "token_failures"
+
+    address: Mapped[str] = mapped_column(String(64), primary_key=True)
+    failures: Mapped[int] = mapped_column(Integer)
+    window_started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    locked_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)

@@ -10,7 +10,8 @@
 Neither clock touches an event with work in hand (a pending status or an outbox row),
 and every batch claims its rows with ``FOR UPDATE SKIP LOCKED``: any number of relays
 share the work without waiting for each other, for a worker, or for ingest. Refusal
-counts follow the dedupe clock by their last refusal; heartbeats go after a silent day.
+counts follow the dedupe clock by their last refusal; heartbeats go after a silent day;
+console sessions and failed admin-token attempts go once they have expired.
 """
 
 from __future__ import annotations
@@ -49,7 +50,13 @@ from hooklatch.events.models import (
 )
 from hooklatch.operations.activity import delete_before as delete_activity_before
 from hooklatch.operations.activity import hour_of
-from hooklatch.operations.models import ActivityCount, AuditEntry, Heartbeat
+from hooklatch.operations.models import (
+    ActivityCount,
+    AuditEntry,
+    ConsoleSession,
+    Heartbeat,
+    TokenFailures,
+)
 from hooklatch.ordering.models import OrderingKey
 from hooklatch.runtime import Runtime
 
@@ -74,6 +81,10 @@ class CleanupPass:
     # Keys whose stale-guard position nobody has touched for the dedupe clock: any event
     # older than it is past every provider's retries. A key parked by a dead event stays.
     deleted_keys: int = 0
+    # Console sessions past their expiry, and failed admin-token attempts whose window
+    # and lockout are over.
+    deleted_sessions: int = 0
+    deleted_token_failures: int = 0
     batches: int = 0
     seconds: float = 0.0
     # How far past its clock the oldest row left behind is (0 when none is): grows when
@@ -124,6 +135,12 @@ class Retention:
                 result.deleted_batches = _count(session, ReplayBatch, _old_batch(dedupe_cutoff))
                 result.deleted_audit = _count(session, AuditEntry, AuditEntry.at < audit_cutoff)
                 result.deleted_keys = _count(session, OrderingKey, _idle_key(dedupe_cutoff))
+                result.deleted_sessions = _count(
+                    session, ConsoleSession, ConsoleSession.expires_at < now
+                )
+                result.deleted_token_failures = _count(
+                    session, TokenFailures, TokenFailures.expires_at < now
+                )
         else:
             steps = (
                 ("deleted", lambda s: self._delete_events(s, dedupe_cutoff)),
@@ -155,6 +172,14 @@ class Retention:
                 (
                     "deleted_audit",
                     lambda s: _delete_where(s, AuditEntry, AuditEntry.at < audit_cutoff),
+                ),
+                (
+                    "deleted_sessions",
+                    lambda s: _delete_where(s, ConsoleSession, ConsoleSession.expires_at < now),
+                ),
+                (
+                    "deleted_token_failures",
+                    lambda s: _delete_where(s, TokenFailures, TokenFailures.expires_at < now),
                 ),
             )
             for name, step in steps:

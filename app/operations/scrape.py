@@ -4,13 +4,13 @@
 The web port is the one providers reach, and the labels name endpoint ids, so a scrape
 must present a token: ``Authorization: Bearer`` with HOOKLATCH_METRICS_TOKEN (read
 only: give it to Prometheus) or the admin token. With neither set, /metrics answers 401
-``metrics_disabled``. Relays and workers serve theirs on HOOKLATCH_METRICS_PORT, an
-internal port, without a token: their labels name no endpoint.
+``metrics_disabled``. A wrong token counts against the client's address as the admin
+API's do (hooklatch.operations.access). Relays and workers serve theirs on
+HOOKLATCH_METRICS_PORT, an internal port, without a token: their labels name no
+endpoint.
 """
 
 from __future__ import annotations
-
-import hmac
 
 from flask import Blueprint, Flask, current_app, request
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -18,6 +18,7 @@ from werkzeug.wrappers import Response
 
 from hooklatch.errors import Unauthorized
 from hooklatch.metrics import collectors
+from hooklatch.operations.access import current_guard
 from hooklatch.operations.backlog import BacklogCollector
 from hooklatch.runtime import Runtime
 
@@ -30,7 +31,7 @@ def init_app(app: Flask, runtime: Runtime) -> None:
     tokens = [runtime.settings.metrics_token or "", runtime.settings.admin_token or ""]
     app.extensions["hooklatch.metrics"] = (
         collectors(BacklogCollector(runtime)),
-        [token.encode() for token in tokens if token],
+        [token for token in tokens if token],
     )
     app.register_blueprint(bp)
 
@@ -45,9 +46,9 @@ def metrics() -> Response:
             reason="metrics_disabled",
         )
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    # Every token compared, in constant time.
-    matched = [hmac.compare_digest(given.encode(), token) for token in tokens]
-    if scheme.lower() != "bearer" or not any(matched):
+    bearer = given if scheme.lower() == "bearer" else ""
+    # The admin API's check: failures count against the address, 429 once locked out.
+    if not current_guard().check(bearer, tokens, address=request.remote_addr):
         raise Unauthorized(
             f"a valid 'Authorization: Bearer <{METRICS_TOKEN} or admin token>' header is required"
         )

@@ -16,8 +16,7 @@ from hooklatch.events.browse import EventFilter
 from tests.support.cli import run_cli
 from tests.support.database import count, load_event
 from tests.support.pipeline import deliver, drain, make_endpoint
-
-AUTH = {"Authorization": "Bearer test-admin-token"}
+from tests.support.tokens import AUTH
 
 
 def dead_events(client, runtime, endpoint, *names, event_type="effect.bulk"):

@@ -27,8 +27,8 @@ from tests.support.handlers import record_what_was_seen
 from tests.support.pipeline import drain, make_endpoint, post_json, wait_for
 from tests.support.processes import hooklatch_cmd, process_env, start_procfile_web
 from tests.support.signing import github_headers, stripe_event, stripe_headers
+from tests.support.tokens import AUTH
 
-AUTH = {"Authorization": "Bearer test-admin-token"}
 SECRET = "acme-signing-secret"
 OPTIONS = {"header": "X-Acme-Signature", "id_header": "X-Acme-Id", "type_header": "X-Acme-Type"}
 

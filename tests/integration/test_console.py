@@ -4,9 +4,11 @@ index at any table size."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
+from datetime import timedelta
 from urllib.parse import urlencode
 
 import pytest
@@ -393,6 +395,59 @@ def test_a_sign_in_ends_at_its_age_however_busy_the_console(app_with):
         time.sleep(0.8)
     time.sleep(0.5)
     assert client.get("/admin/console/").status_code == 302
+
+
+def test_a_cookie_copied_before_sign_out_opens_nothing_after_it(app_with, runtime):
+    """Sign-out ends the session on the server: a copy of its cookie taken before neither
+    reads a page nor adds a secret afterwards, even with a CSRF token of that session."""
+    endpoint, _ = make_endpoint(runtime)
+    app = app_with()
+    client, _ = signed_in(app)
+    csrf = csrf_of(client.get(f"/admin/console/endpoints/{endpoint}"))
+    copied = client.get_cookie("hooklatch_console", path="/admin").value
+    thief = app.test_client()
+    thief.set_cookie("hooklatch_console", copied, path="/admin")
+    assert thief.get(f"/admin/console/endpoints/{endpoint}").status_code == 200  # a good copy
+
+    assert client.post("/admin/console/logout", data={"csrf_token": csrf}).status_code == 302
+
+    read = thief.get(f"/admin/console/endpoints/{endpoint}")
+    assert read.status_code == 302 and read.location.startswith("/admin/console/login")
+    added = thief.post(
+        f"/admin/console/endpoints/{endpoint}/secrets",
+        data={"secret": "whsec_planted_after_sign_out", "csrf_token": csrf},
+    )
+    assert added.status_code == 302 and added.location.startswith("/admin/console/login")
+    with runtime.engine.connect() as c:
+        assert c.execute(text("SELECT count(*) FROM endpoint_secrets")).scalar() == 1
+        assert c.execute(text("SELECT count(*) FROM audit_log")).scalar() == 0
+        assert c.execute(text("SELECT count(*) FROM console_sessions")).scalar() == 0
+
+
+def test_a_sign_in_is_stored_as_a_hash_of_its_cookies_token_never_the_token(app_with, runtime):
+    app = app_with()
+    client, _ = signed_in(app)
+    cookie = client.get_cookie("hooklatch_console", path="/admin").value
+    token = app.session_interface.get_signing_serializer(app).loads(cookie)["console"]["token"]
+    assert len(token) >= 40  # 32 random bytes
+    with runtime.engine.connect() as c:
+        [row] = c.execute(text("SELECT * FROM console_sessions")).mappings().all()
+    assert row["token_sha256"] == hashlib.sha256(token.encode()).hexdigest()
+    assert row["name"] == "Grace"
+    assert row["expires_at"] - row["signed_in_at"] == timedelta(hours=8)
+    assert token not in repr(dict(row))
+
+
+def test_a_name_with_control_characters_signs_in_under_its_printable_part(app_with, runtime):
+    client = app_with().test_client()
+    form = client.get("/admin/console/login")
+    answer = client.post(
+        "/admin/console/login",
+        data={"name": " Gr\x00ace\r\n\x1b[2J", "token": TOKEN, "csrf_token": csrf_of(form)},
+    )
+    assert answer.status_code == 302
+    with runtime.engine.connect() as c:
+        assert c.execute(text("SELECT name FROM console_sessions")).scalar_one() == "Grace[2J"
 
 
 def test_an_empty_secret_is_refused_for_a_provider_that_chooses_its_own(app_with, runtime):

@@ -19,9 +19,9 @@ from tests.support.database import count, load_event
 from tests.support.pipeline import make_endpoint, wait_for
 from tests.support.processes import hooklatch_cmd, process_env, start_procfile_web
 from tests.support.signing import stripe_event, stripe_headers
+from tests.support.tokens import ADMIN_TOKEN as TOKEN
 
 SECRET = "whsec_console_secret"
-TOKEN = "test-admin-token"
 
 pytestmark = pytest.mark.slow
 

@@ -18,9 +18,9 @@ from hooklatch.providers.base import (
 from tests.support.database import count, load_event
 from tests.support.pipeline import drain, make_endpoint, post_json
 from tests.support.providers.gitlab import push_body
+from tests.support.tokens import AUTH
 
 TOKEN = "glpat-Credential-Header-Token-7f3a"
-AUTH = {"Authorization": "Bearer test-admin-token"}
 
 
 def everything_stored(runtime):

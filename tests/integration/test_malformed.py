@@ -14,10 +14,10 @@ from tests.support.database import count, stored_for
 from tests.support.pipeline import make_endpoint
 from tests.support.processes import start_gunicorn
 from tests.support.signing import stripe_event, stripe_headers
+from tests.support.tokens import AUTH
 
 SECRET = "whsec_test_secret"
 LIMIT = 1024
-AUTH = {"Authorization": "Bearer test-admin-token"}
 
 
 def padded_event(event_id, size):

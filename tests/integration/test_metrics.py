@@ -19,6 +19,7 @@ from tests.support.processes import with_port
 from tests.support.proxy import TcpProxy
 from tests.support.series import exported
 from tests.support.signing import stripe_event, stripe_headers
+from tests.support.tokens import METRICS_TOKEN
 
 OLD, NEW = "whsec_old_secret", "whsec_new_secret"
 
@@ -41,8 +42,8 @@ def test_metrics_need_a_token_and_are_off_without_one(client, app_with):
     assert off.json["error"] == "metrics_disabled"
 
     # A read-only token for Prometheus, with or without an admin token.
-    reader = app_with(admin_token=None, metrics_token="prom-reader").test_client()
-    prometheus = {"Authorization": "Bearer prom-reader"}
+    reader = app_with(admin_token=None, metrics_token=METRICS_TOKEN).test_client()
+    prometheus = {"Authorization": f"Bearer {METRICS_TOKEN}"}
     assert reader.get("/metrics", headers=prometheus).status_code == 200
     assert reader.get("/metrics", headers=TOKEN_HEADER).status_code == 401
 

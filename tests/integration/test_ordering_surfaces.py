@@ -20,8 +20,8 @@ from hooklatch.ordering.service import set_ordering
 from tests.support.cli import run_cli
 from tests.support.console import csrf_of, signed_in
 from tests.support.pipeline import make_endpoint
+from tests.support.tokens import AUTH
 
-AUTH = {"Authorization": "Bearer test-admin-token"}
 SCRIPT_KEY = 'cus_<script>alert("key")</script>'
 
 

@@ -13,7 +13,6 @@ from tests.support.pipeline import deliver, drain, make_endpoint
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_test_secret"
-AUTH = {"Authorization": "Bearer test-admin-token"}
 
 
 def test_handler_effect_commits_with_the_event_and_gets_a_stable_idempotency_key(

@@ -11,8 +11,7 @@ from tests.support.pipeline import make_endpoint, post_json
 from tests.support.providers.sendgrid import OLD, PRIVATE, batch, event, sendgrid_headers
 from tests.support.providers.shopify import SECRET, classic_headers, order
 from tests.support.signing import github_headers
-
-AUTH = {"Authorization": "Bearer test-admin-token"}
+from tests.support.tokens import AUTH
 
 
 def shown(client, event_id):

@@ -8,9 +8,9 @@ from tests.support.database import count, load_event
 from tests.support.effects import effect_rows
 from tests.support.handlers import write_effect
 from tests.support.pipeline import deliver, drain, make_endpoint
+from tests.support.tokens import ADMIN_TOKEN, AUTH
 
 SECRET = "whsec_test_secret"
-AUTH = {"Authorization": "Bearer test-admin-token"}
 
 
 def test_replay_runs_handlers_again_and_is_recorded(client, runtime, router):
@@ -71,7 +71,7 @@ def replays_counted(outcome):
 def test_replay_requires_the_admin_token(client, runtime):
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     event_id = deliver(client, endpoint, "evt_guarded")
-    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "test-admin-token"}):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": ADMIN_TOKEN}):
         response = client.post(f"/admin/events/{event_id}/replay", json={}, headers=headers)
         assert (response.status_code, response.json["error"]) == (401, "unauthorized")
     assert count(runtime, "SELECT count(*) FROM replays") == 0

@@ -12,16 +12,17 @@ import pytest
 from sqlalchemy import text
 
 from hooklatch.events.replay import request_replay
+from hooklatch.operations import access
 from hooklatch.operations.retention import Retention
 from tests.support.cli import run_cli
 from tests.support.database import count, load_event
 from tests.support.pipeline import drain, make_endpoint, wait_for
 from tests.support.signing import stripe_event, stripe_headers
+from tests.support.tokens import AUTH
 
 FIRST_SEEN = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 PAYLOAD_EXPIRED = FIRST_SEEN + timedelta(days=7, minutes=1)  # default payload clock: 7 days
 DEDUPE_EXPIRED = FIRST_SEEN + timedelta(days=30, minutes=1)  # default dedupe clock: 30 days
-AUTH = {"Authorization": "Bearer test-admin-token"}
 
 
 def post(client, endpoint, external_id, at=FIRST_SEEN, event_type="invoice.paid"):
@@ -95,7 +96,7 @@ def test_an_event_past_the_dedupe_clock_goes_with_its_history_and_is_new_again(
     replayed = client.post(
         f"/admin/events/{event_id}/replay",
         json={"reason": "check"},
-        headers={"Authorization": "Bearer test-admin-token"},
+        headers=AUTH,
     )
     assert replayed.status_code == 202
     drain(runtime)
@@ -119,7 +120,7 @@ def test_work_in_hand_is_never_cleaned(runtime, client_at):
     (with_replay,) = received(client_at, runtime, endpoint, "evt_replay")
     client, _ = client_at(FIRST_SEEN)
     waiting = post(client, endpoint, "evt_waiting").json["events"][0]["id"]  # not drained
-    token = {"Authorization": "Bearer test-admin-token"}
+    token = AUTH
     replayed = client.post(f"/admin/events/{with_replay}/replay", json={}, headers=token)
     assert replayed.status_code == 202
 
@@ -221,13 +222,11 @@ def test_a_pruned_event_cannot_be_replayed_and_says_why(runtime, client_at, clie
     answer = client.post(
         f"/admin/events/{event_id}/replay",
         json={"reason": "again"},
-        headers={"Authorization": "Bearer test-admin-token"},
+        headers=AUTH,
     )
     assert answer.status_code == 409
     assert answer.json["error"] == "payload_pruned"
-    shown = client.get(
-        f"/admin/events/{event_id}", headers={"Authorization": "Bearer test-admin-token"}
-    )
+    shown = client.get(f"/admin/events/{event_id}", headers=AUTH)
     assert shown.json["payload_pruned"] is True
     assert "deleted by retention" in answer.json["message"]
     assert '"payload_pruned": true' in run_cli(settings, "events", "show", str(event_id)).output
@@ -435,3 +434,26 @@ def test_ordering_keys_idle_past_the_dedupe_clock_go_unless_a_dead_event_parks_t
     assert cleanup_at(runtime, DEDUPE_EXPIRED).once().deleted_keys == 1
     assert count(runtime, "SELECT count(*) FROM ordering_keys WHERE key = 'cus_idle'") == 0
     assert count(runtime, "SELECT count(*) FROM ordering_keys") == 2
+
+
+def test_expired_console_sessions_and_counts_of_failed_token_attempts_are_deleted(runtime):
+    """A session past its expiry signs nobody in, and an address's count whose window and
+    lockout are over counts nothing: both go. A lockout still running stays."""
+    now = FIRST_SEEN
+    hour, eight = timedelta(hours=1), timedelta(hours=8)
+    locks = replace(runtime.settings, admin_lockout_failures=1, admin_lockout_seconds=7200)
+    with runtime.session_factory.begin() as session:
+        access.open_session(session, name="yesterday", now=now - 2 * eight, lifetime=eight)
+        access.open_session(session, name="today", now=now - hour, lifetime=eight)
+        access.count_failure(session, "203.0.113.1", now=now - hour, settings=runtime.settings)
+        access.count_failure(session, "203.0.113.2", now=now, settings=runtime.settings)
+        access.count_failure(session, "203.0.113.3", now=now - hour, settings=locks)
+
+    planned = cleanup_at(runtime, now).once(dry_run=True)
+    assert (planned.deleted_sessions, planned.deleted_token_failures) == (1, 1)
+    done = cleanup_at(runtime, now).once()
+    assert (done.deleted_sessions, done.deleted_token_failures) == (1, 1)
+    with runtime.engine.connect() as c:
+        assert c.execute(text("SELECT name FROM console_sessions")).scalars().all() == ["today"]
+        left = c.execute(text("SELECT address FROM token_failures ORDER BY address")).scalars()
+        assert left.all() == ["203.0.113.2", "203.0.113.3"]

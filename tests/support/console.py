@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-TOKEN = "test-admin-token"
+from tests.support.tokens import ADMIN_TOKEN as TOKEN
 
 
 def csrf_of(response: Any) -> str:

@@ -27,6 +27,8 @@ TABLES = (
     "replay_batch_items",
     "replay_batches",
     "ordering_keys",
+    "console_sessions",
+    "token_failures",
     "test_effects",
     "test_runs",
     "test_seen",

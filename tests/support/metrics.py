@@ -10,7 +10,9 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-TOKEN_HEADER = {"Authorization": "Bearer test-admin-token"}
+from tests.support.tokens import AUTH
+
+TOKEN_HEADER = AUTH
 
 
 def sample(text: str, name: str, **labels: str) -> float:

@@ -30,11 +30,13 @@ def free_port() -> int:
 
 def process_env(settings: Settings, **extra: str) -> dict[str, str]:
     """The environment a hooklatch process needs for ``settings``, and nothing inherited
-    that would configure it otherwise."""
+    that would configure it otherwise: a metrics directory of the test process (set there
+    by running gunicorn.conf.py in-process) would be emptied by a gunicorn started on it,
+    under the test process's own counts."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("HOOKLATCH_", "DATABASE_", "REDIS_"))
+        if not k.startswith(("HOOKLATCH_", "DATABASE_", "REDIS_", "PROMETHEUS_MULTIPROC_DIR"))
     }
     env.update(
         DATABASE_URL=settings.database_url or "",

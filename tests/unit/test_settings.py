@@ -1,9 +1,11 @@
+import secrets
 from datetime import timedelta
 
 import pytest
 from cryptography.fernet import Fernet
 
 from hooklatch.settings import Settings, SettingsError, check_retention
+from tests.support.tokens import ADMIN_TOKEN, METRICS_TOKEN
 
 
 def test_defaults_are_the_embedded_receiver(tmp_path):
@@ -51,6 +53,16 @@ def test_defaults_are_the_embedded_receiver(tmp_path):
             "HOOKLATCH_CLEANUP_INTERVAL_SECONDS must be more than 0",
         ),
         ({"HOOKLATCH_METRICS_CACHE_SECONDS": "0"}, "HOOKLATCH_METRICS_CACHE_SECONDS must be more"),
+        (
+            {"HOOKLATCH_ADMIN_LOCKOUT_FAILURES": "0"},
+            "HOOKLATCH_ADMIN_LOCKOUT_FAILURES must be at least 1",
+        ),
+        (
+            {"HOOKLATCH_ADMIN_LOCKOUT_WINDOW_SECONDS": "0"},
+            "HOOKLATCH_ADMIN_LOCKOUT_WINDOW_SECONDS must be more than 0",
+        ),
+        ({"HOOKLATCH_ADMIN_LOCKOUT_SECONDS": "0"}, "HOOKLATCH_ADMIN_LOCKOUT_SECONDS must be more"),
+        ({"HOOKLATCH_ADMIN_LOCKOUT_SECONDS": "1e12"}, "must be at most 36500 days"),
     ],
 )
 def test_bad_settings_fail_fast_naming_the_variable(env, message):
@@ -59,9 +71,41 @@ def test_bad_settings_fail_fast_naming_the_variable(env, message):
 
 
 def test_the_metrics_token_is_read_and_kept_out_of_the_repr():
-    settings = Settings.from_env({"HOOKLATCH_METRICS_TOKEN": "prom-read-only-token"})
-    assert settings.metrics_token == "prom-read-only-token"
-    assert "prom-read-only-token" not in repr(settings)
+    settings = Settings.from_env({"HOOKLATCH_METRICS_TOKEN": METRICS_TOKEN})
+    assert settings.metrics_token == METRICS_TOKEN
+    assert METRICS_TOKEN not in repr(settings)
+
+
+@pytest.mark.parametrize("name", ["HOOKLATCH_ADMIN_TOKEN", "HOOKLATCH_METRICS_TOKEN"])
+@pytest.mark.parametrize(
+    "weak",
+    [
+        "Z",  # one character
+        "admintoken",
+        "s3cr3t-t0ken-for-the-admin-api",  # 30 characters
+        "z" * 64,
+        "Qx7!" * 10,  # a few characters, repeated
+        "0123456789abcdef" * 2,  # 32, but twice the same 16
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaabbbbbbbc",  # 3 different characters
+    ],
+)
+def test_a_weak_token_is_refused_at_start_by_name_without_showing_it(name, weak):
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({name: weak})
+    message = str(refused.value)
+    assert message.startswith(f"{name} is too weak: it must be at least 32 characters")
+    assert 'python -c "import secrets; print(secrets.token_urlsafe(32))"' in message
+    assert weak not in message
+
+
+def test_a_random_token_of_32_characters_or_more_is_accepted():
+    for token in (
+        secrets.token_urlsafe(32),
+        secrets.token_urlsafe(24),  # 32 characters
+        secrets.token_hex(16),  # 32 hex digits
+        ADMIN_TOKEN,
+    ):
+        assert Settings.from_env({"HOOKLATCH_ADMIN_TOKEN": token}).admin_token == token
 
 
 def test_secrets_never_appear_in_the_settings_repr():
@@ -71,11 +115,11 @@ def test_secrets_never_appear_in_the_settings_repr():
             "DATABASE_URL": "postgresql://app:hunter2@db/x",
             "REDIS_URL": "redis://:redispw@cache:6379/0",
             "HOOKLATCH_SECRET_KEYS": key,
-            "HOOKLATCH_ADMIN_TOKEN": "admintoken",
+            "HOOKLATCH_ADMIN_TOKEN": ADMIN_TOKEN,
         }
     )
     text = repr(settings)
-    for secret in (key, "hunter2", "redispw", "admintoken"):
+    for secret in (key, "hunter2", "redispw", ADMIN_TOKEN):
         assert secret not in text
 
 

@@ -68,6 +68,8 @@ def record(done: CleanupPass) -> None:
         "deleted_batches",
         "deleted_audit",
         "deleted_keys",
+        "deleted_sessions",
+        "deleted_token_failures",
     ):
         CLEANUP_ROWS.labels(action).inc(getattr(done, action))
     for seconds in done.batch_seconds:

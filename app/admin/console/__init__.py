@@ -1,7 +1,9 @@
 """The admin console: server-rendered pages under /admin/console, served by the web
-process. Sign-in with the admin token gives an expiring session cookie; behind a reverse
-proxy that authenticates people, the name it sets in a header (trusted only from the
-proxy's addresses) is used instead. Without either, the console is off, like the API.
+process. Sign-in with the admin token opens a session held on the server, whose token an
+expiring cookie carries (sign-out ends it); failed sign-ins count towards the lockout the
+admin API shares (hooklatch.operations.access). Behind a reverse proxy that
+authenticates people, the name it sets in a header (trusted only from the proxy's
+addresses) is used instead. Without either, the console is off, like the API.
 
 Every form that changes something carries a CSRF token (Flask-WTF); every page sends a
 strict Content-Security-Policy (no inline script or style) and refuses to be framed;

@@ -6,7 +6,6 @@ import hashlib
 import hmac
 import ipaddress
 import logging
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -17,13 +16,14 @@ from flask import (
     redirect,
     render_template,
     request,
-    session,
     url_for,
 )
+from flask import session as cookie
 from flask_wtf.csrf import CSRFError, CSRFProtect
 
 from hooklatch.admin.console.blueprint import bp
 from hooklatch.errors import HooklatchError
+from hooklatch.operations import access
 from hooklatch.runtime import current_runtime
 from hooklatch.settings import Settings
 
@@ -39,7 +39,6 @@ CONTENT_SECURITY_POLICY = (
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 OPEN_VIEWS = {"console.login", "console.static"}
-FAILED_SIGN_IN_DELAY = 1.0
 
 
 def enabled(settings: Settings) -> bool:
@@ -87,20 +86,41 @@ def actor() -> str:
 
 
 def sign_in(name: str, token: str) -> bool:
-    settings = current_runtime().settings
-    expected = settings.admin_token
-    if not expected or not hmac.compare_digest(token.encode(), expected.encode()):
-        log.warning("console sign-in refused from %s", request.remote_addr)
-        time.sleep(FAILED_SIGN_IN_DELAY)  # a guesser gets one try a second per connection
+    """A session for ``name`` if ``token`` is the admin token: a row on the server, and
+    its token in the cookie. Raises ``TooManyAttempts`` while the address is locked out
+    (the admin API's check: failures count against the address)."""
+    runtime = current_runtime()
+    expected = runtime.settings.admin_token
+    guard = access.current_guard()
+    if not expected or not guard.check(token, [expected], address=request.remote_addr):
         return False
-    session.clear()
-    session.permanent = True
-    session[SESSION_KEY] = {"name": name.strip()[:NAME_LENGTH] or "admin", "at": time.time()}
+    with runtime.session_factory.begin() as session:
+        value = access.open_session(
+            session,
+            name=_display_name(name),
+            now=runtime.clock(),
+            lifetime=timedelta(hours=runtime.settings.admin_session_hours),
+        )
+    cookie.clear()  # nothing of an earlier session carries over (its CSRF token included)
+    cookie.permanent = True
+    cookie[SESSION_KEY] = {"token": value}
     return True
 
 
+def _display_name(given: str) -> str:
+    """The name given at sign-in as the audit log shows it: printable characters only (a
+    NUL is no text the database stores), at most NAME_LENGTH of them."""
+    return "".join(c for c in given if c.isprintable()).strip()[:NAME_LENGTH] or "admin"
+
+
 def sign_out() -> None:
-    session.clear()
+    """End the session on the server: a copy of its cookie opens nothing afterwards."""
+    token = _cookie_token()
+    if token is not None:
+        runtime = current_runtime()
+        with runtime.session_factory.begin() as session:
+            access.close_session(session, token)
+    cookie.clear()
 
 
 @bp.before_request
@@ -110,7 +130,7 @@ def _guard() -> Any:
         return render_template("console/off.html"), 404
     if request.endpoint in OPEN_VIEWS:
         return None
-    user = _proxy_user(settings) or _session_user(settings)
+    user = _proxy_user(settings) or _session_user()
     if not user:
         return redirect(url_for("console.login", next=request.full_path))
     g.console_user = user
@@ -119,18 +139,25 @@ def _guard() -> Any:
     return None
 
 
-def _session_user(settings: Settings) -> str | None:
-    """The signed-in name while the sign-in is younger than HOOKLATCH_ADMIN_SESSION_HOURS:
-    an absolute age, which using the console does not extend."""
-    data = session.get(SESSION_KEY) or {}
-    signed_in_at = data.get("at")
-    if not isinstance(signed_in_at, (int, float)):
+def _session_user() -> str | None:
+    """The signed-in name while the cookie's session is on the server, unexpired: its
+    expiry is set at sign-in (HOOKLATCH_ADMIN_SESSION_HOURS), and using the console does
+    not extend it."""
+    token = _cookie_token()
+    if token is None:
         return None
-    if time.time() - signed_in_at > settings.admin_session_hours * 3600:
-        session.clear()
-        return None
-    name = data.get("name")
-    return name if isinstance(name, str) else None
+    runtime = current_runtime()
+    with runtime.session_factory() as session:
+        name = access.session_name(session, token, now=runtime.clock())
+    if name is None:
+        cookie.clear()  # signed out, expired, or never valid: the browser forgets it
+    return name
+
+
+def _cookie_token() -> str | None:
+    data = cookie.get(SESSION_KEY)
+    token = data.get("token") if isinstance(data, dict) else None
+    return token if isinstance(token, str) else None
 
 
 def _proxy_user(settings: Settings) -> str | None:

@@ -15,6 +15,7 @@ from hooklatch.admin.console.auth import actor, sign_in, sign_out
 from hooklatch.admin.console.blueprint import bp
 from hooklatch.display import visible, visible_json
 from hooklatch.endpoints.models import Endpoint
+from hooklatch.errors import ReplayRefused, TooManyAttempts
 from hooklatch.events.browse import EventFilter, page
 from hooklatch.events.models import STATUSES, Event
 from hooklatch.events.replay import replay_one
@@ -41,8 +42,12 @@ def login() -> Any:
         from hooklatch.admin.console.auth import csrf
 
         csrf.protect()
-        if sign_in(request.form.get("name", ""), request.form.get("token", "")):
-            return redirect(_safe_next(request.args.get("next")))
+        try:
+            if sign_in(request.form.get("name", ""), request.form.get("token", "")):
+                return redirect(_safe_next(request.args.get("next")))
+        except TooManyAttempts as exc:
+            flash(exc.message, "error")
+            return render_template("console/login.html", token_sign_in=True), 429, exc.headers
         flash("That is not the admin token.", "error")
         return render_template("console/login.html", token_sign_in=True), 401
     return render_template("console/login.html", token_sign_in=True)
@@ -179,8 +184,12 @@ def replay(event_id: int) -> Any:
     if not reason:
         flash("A replay needs a reason.", "error")
         return redirect(url_for("console.event", event_id=event_id))
-    with runtime.session_factory.begin() as session:
-        replay_one(session, event_id, actor=actor(), reason=reason, now=runtime.clock())
+    try:
+        with runtime.session_factory.begin() as session:
+            replay_one(session, event_id, actor=actor(), reason=reason, now=runtime.clock())
+    except ReplayRefused as exc:
+        flash(exc.message, "error")
+        return redirect(url_for("console.event", event_id=event_id))
     runtime.wake_dispatcher()
     flash("Replay requested: its attempt appears below once a worker has run it.", "ok")
     return redirect(url_for("console.event", event_id=event_id))
