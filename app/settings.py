@@ -103,14 +103,13 @@ def _check_token(name: str, token: str | None) -> None:
         )
 
 
-def _check_networks(networks: tuple[str, ...]) -> None:
+def _check_networks(name: str, networks: tuple[str, ...]) -> None:
     for network in networks:
         try:
             ipaddress.ip_network(network, strict=False)
         except ValueError:
             raise SettingsError(
-                f"HOOKLATCH_ADMIN_PROXY_IPS: {network!r} is not an address or a network "
-                "(10.0.0.0/8, ::1)"
+                f"{name}: {network!r} is not an address or a network (10.0.0.0/8, ::1)"
             ) from None
 
 
@@ -203,6 +202,10 @@ class Settings:
     admin_session_hours: float = 8.0
     admin_proxy_header: str | None = None
     admin_proxy_ips: tuple[str, ...] = ()
+    # Reverse proxies in front of the web process (deploy/nginx.conf: the same host), whose
+    # X-Forwarded-For names the client: only to tell clients apart (failed admin-token
+    # attempts, the audit log's address), never to trust anyone.
+    trusted_proxies: tuple[str, ...] = ("127.0.0.1", "::1")
     # Failed admin-token attempts (API, /metrics, console sign-in) from one client address
     # (an IPv6 one by its /64): this many within the window lock it out for the period,
     # during which every token it presents is refused, the right one too.
@@ -276,6 +279,11 @@ class Settings:
             ),
             admin_proxy_header=env.get("HOOKLATCH_ADMIN_PROXY_HEADER") or None,
             admin_proxy_ips=_list(env.get("HOOKLATCH_ADMIN_PROXY_IPS")),
+            trusted_proxies=(
+                _list(env["HOOKLATCH_TRUSTED_PROXIES"])
+                if "HOOKLATCH_TRUSTED_PROXIES" in env
+                else cls.trusted_proxies
+            ),
             admin_lockout_failures=_int(
                 env, "HOOKLATCH_ADMIN_LOCKOUT_FAILURES", cls.admin_lockout_failures, minimum=1
             ),
@@ -335,7 +343,8 @@ class Settings:
             )
         _check_token("HOOKLATCH_ADMIN_TOKEN", self.admin_token)
         _check_token("HOOKLATCH_METRICS_TOKEN", self.metrics_token)
-        _check_networks(self.admin_proxy_ips)
+        _check_networks("HOOKLATCH_ADMIN_PROXY_IPS", self.admin_proxy_ips)
+        _check_networks("HOOKLATCH_TRUSTED_PROXIES", self.trusted_proxies)
         if self.admin_proxy_header and not self.admin_proxy_ips:
             raise SettingsError(
                 "HOOKLATCH_ADMIN_PROXY_HEADER needs HOOKLATCH_ADMIN_PROXY_IPS: the addresses of "

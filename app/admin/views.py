@@ -22,7 +22,7 @@ from hooklatch.events.serialize import (
     event_history,
 )
 from hooklatch.operations import audit
-from hooklatch.operations.access import current_guard
+from hooklatch.operations.access import current_guard, request_address
 from hooklatch.ordering.service import (
     blocked_keys,
     count_blocked,
@@ -46,7 +46,7 @@ def require_token() -> None:
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     bearer = given if scheme.lower() == "bearer" else ""
     # 429 while this address is locked out after too many failures, whatever it sends.
-    if not current_guard().check(bearer, [expected], address=request.remote_addr):
+    if not current_guard().check(bearer, [expected], address=request_address()):
         raise Unauthorized("a valid 'Authorization: Bearer <admin token>' header is required")
 
 
@@ -62,7 +62,7 @@ def replay(event_id: str) -> Any:
             row = replay_one(
                 session,
                 number,
-                actor=f"{requested_by} ({request.remote_addr})",
+                actor=f"{requested_by} ({request_address()})",
                 reason=reason,
                 now=runtime.clock(),
             )
@@ -122,7 +122,7 @@ def bulk_replay() -> Any:
             batch = batches.start(
                 session,
                 chosen,
-                actor=f"{requested_by} ({request.remote_addr})",
+                actor=f"{requested_by} ({request_address()})",
                 reason=reason or "",
                 cap=settings.replay_batch_max,
                 rate=settings.replay_batch_rate,
@@ -156,7 +156,7 @@ def bulk_replay_cancel(batch_id: str) -> Any:
     requested_by = (_text(_json_object(), "requested_by") or "admin-api")[:150]
     with runtime.session_factory.begin() as session:
         batch = batches.cancel(
-            session, number, actor=f"{requested_by} ({request.remote_addr})", now=runtime.clock()
+            session, number, actor=f"{requested_by} ({request_address()})", now=runtime.clock()
         )
         return batches.describe(session, batch)
 
@@ -258,7 +258,7 @@ def change_ordering(endpoint: str) -> Any:
 def _api_actor(data: dict[str, Any]) -> str:
     """Who acts, as the API records it: ``requested_by`` (else admin-api) and the address."""
     requested_by = (_text(data, "requested_by") or "admin-api")[:150]
-    return f"{requested_by} ({request.remote_addr})"
+    return f"{requested_by} ({request_address()})"
 
 
 def _whole_number(name: str, text: str, *, high: int) -> int:

@@ -79,6 +79,48 @@ def close_session(session: Session, token: str) -> None:
     session.execute(delete(ConsoleSession).where(ConsoleSession.token_sha256 == token_hash(token)))
 
 
+def requester(peer: str | None, forwarded_for: str | None, trusted: Sequence[str]) -> str | None:
+    """The address a request came from: the direct peer, or, while that is one of the
+    reverse proxies in ``trusted`` (HOOKLATCH_TRUSTED_PROXIES), the address it says it
+    was sent from: the last ``X-Forwarded-For`` entry, then the one before while that too
+    is a trusted proxy. Each proxy appends the address it saw, so what a client writes in
+    the header itself stays to the left and is never reached. Used to tell clients apart
+    (failed attempts, the audit log), never to trust one."""
+    hops = [hop.strip() for hop in (forwarded_for or "").split(",")]
+    address = peer
+    while hops and _within(address, trusted):
+        hop = hops.pop()
+        if not _parses(hop):
+            break
+        address = hop
+    return address
+
+
+def request_address() -> str | None:
+    """``requester`` of the Flask request being served."""
+    from flask import current_app, request
+
+    settings = current_app.extensions["hooklatch"].settings
+    forwarded = request.headers.get("X-Forwarded-For")
+    return requester(request.remote_addr, forwarded, settings.trusted_proxies)
+
+
+def _within(address: str | None, networks: Sequence[str]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address or "")
+    except ValueError:
+        return False
+    return any(ip in ipaddress.ip_network(network, strict=False) for network in networks)
+
+
+def _parses(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
 def client_address(address: str | None) -> str:
     """What failures are counted against: the address, an IPv6 one by its /64 (one
     subscriber's network holds billions of addresses), "unknown" without one."""

@@ -18,7 +18,7 @@ from werkzeug.wrappers import Response
 
 from hooklatch.errors import Unauthorized
 from hooklatch.metrics import collectors
-from hooklatch.operations.access import current_guard
+from hooklatch.operations.access import current_guard, request_address
 from hooklatch.operations.backlog import BacklogCollector
 from hooklatch.runtime import Runtime
 
@@ -48,7 +48,7 @@ def metrics() -> Response:
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     bearer = given if scheme.lower() == "bearer" else ""
     # The admin API's check: failures count against the address, 429 once locked out.
-    if not current_guard().check(bearer, tokens, address=request.remote_addr):
+    if not current_guard().check(bearer, tokens, address=request_address()):
         raise Unauthorized(
             f"a valid 'Authorization: Bearer <{METRICS_TOKEN} or admin token>' header is required"
         )

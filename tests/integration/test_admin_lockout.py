@@ -218,3 +218,37 @@ def test_the_lockout_and_sign_out_hold_on_the_embedded_default(on_sqlite):
     assert [api(app, WRONG, ATTACKER).status_code for _ in range(2)] == [401, 429]
     assert api(on_sqlite(), AUTH, ATTACKER).status_code == 429  # another process, same file
     assert api(app, AUTH, NEIGHBOUR).status_code == 200
+
+
+def test_behind_the_shipped_nginx_one_guesser_locks_out_only_itself(procs, settings, tmp_path):
+    """Every request reaches the web process from nginx's address: counted against that,
+    one guesser on the internet would lock every operator and Prometheus out. nginx
+    appends the client's address to X-Forwarded-For, which the web process reads from
+    HOOKLATCH_TRUSTED_PROXIES only (127.0.0.1 by default), taking the last entry: what a
+    client writes in the header itself is never reached."""
+    from tests.support.nginx import start_nginx
+
+    upstream, _ = start_gunicorn(procs, settings, workers=1, HOOKLATCH_ADMIN_LOCKOUT_FAILURES="3")
+    proxy, _ = start_nginx(procs, tmp_path / "nginx", int(upstream.rsplit(":", 1)[1]))
+    guesser, operator = "127.0.0.3", "127.0.0.2"  # two clients of the same nginx
+    # The guesser writes another address in the header each time: never read.
+    answers = [
+        from_address(proxy, guesser, {**WRONG, "X-Forwarded-For": f"198.51.100.{n}"})
+        for n in range(5)
+    ]
+    assert answers == [401, 401, 429, 429, 429]
+    assert from_address(proxy, guesser, AUTH) == 429
+    assert from_address(proxy, operator, AUTH) == 200
+    # Nor can the guesser pass for the operator.
+    assert from_address(proxy, guesser, {**AUTH, "X-Forwarded-For": operator}) == 429
+
+
+def from_address(base: str, source: str, headers: dict[str, str]) -> int:
+    """GET /admin/events from the loopback address ``source`` (another client)."""
+    host, port = base.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), source_address=(source, 0))
+    try:
+        connection.request("GET", "/admin/events", headers=headers)
+        return connection.getresponse().status
+    finally:
+        connection.close()

@@ -443,7 +443,8 @@ def test_a_name_with_control_characters_signs_in_under_its_printable_part(app_wi
     form = client.get("/admin/console/login")
     answer = client.post(
         "/admin/console/login",
-        data={"name": " Gr\x00ace\r\n\x1b[2J", "token": TOKEN, "csrf_token": csrf_of(form)},
+        # (A NUL in any form field is refused before any view: test_bad_bytes.py.)
+        data={"name": " Gr\x07ace\r\n\x1b[2J", "token": TOKEN, "csrf_token": csrf_of(form)},
     )
     assert answer.status_code == 302
     with runtime.engine.connect() as c:

@@ -92,7 +92,7 @@ def sign_in(name: str, token: str) -> bool:
     runtime = current_runtime()
     expected = runtime.settings.admin_token
     guard = access.current_guard()
-    if not expected or not guard.check(token, [expected], address=request.remote_addr):
+    if not expected or not guard.check(token, [expected], address=access.request_address()):
         return False
     with runtime.session_factory.begin() as session:
         value = access.open_session(
