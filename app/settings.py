@@ -270,6 +270,11 @@ class Settings:
         return self.redis_url is None
 
     @property
+    def replay_queue_name(self) -> str:
+        """Replays' jobs: workers read this queue after the live one (HOOKLATCH_QUEUE)."""
+        return f"{self.queue_name}-replays"
+
+    @property
     def sqlalchemy_url(self) -> str:
         if self.database_url:
             return self.database_url

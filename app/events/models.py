@@ -129,6 +129,15 @@ class OutboxEntry(Base):
             postgresql_where=text("job_id IS NULL"),
             sqlite_where=text("job_id IS NULL"),
         ),
+        # The relay's poll for the replay queue: replays' rows not handed out yet. Through
+        # the index above it would walk every live row waiting (an outage's backlog) to
+        # find the few replays behind them.
+        Index(
+            "ix_outbox_replays_undispatched",
+            "id",
+            postgresql_where=text("job_id IS NULL AND replay_id IS NOT NULL"),
+            sqlite_where=text("job_id IS NULL AND replay_id IS NOT NULL"),
+        ),
         # Rows are found by a replay, never by its absence: NULLs (every row that is not a
         # replay) left in this index let a planner without statistics pair it with the
         # event_id index and read every outbox row for each pending event.
