@@ -184,9 +184,11 @@ class Settings:
     admin_session_hours: float = 8.0
     admin_proxy_header: str | None = None
     admin_proxy_ips: tuple[str, ...] = ()
-    # A bulk replay touches at most this many events, replayed this many a second.
+    # A bulk replay touches at most this many events, replayed this many a second, and
+    # only while fewer than `replay_batch_window` replays wait to be run (their outbox rows).
     replay_batch_max: int = 10_000
     replay_batch_rate: float = 50.0
+    replay_batch_window: int = 100
     # Audit entries are kept this long (a bulk replay, a secret removed: kept past the
     # events they were about).
     audit_retention_days: float = 365.0
@@ -255,6 +257,9 @@ class Settings:
                 env, "HOOKLATCH_REPLAY_BATCH_MAX", cls.replay_batch_max, minimum=1
             ),
             replay_batch_rate=_float(env, "HOOKLATCH_REPLAY_BATCH_RATE", cls.replay_batch_rate),
+            replay_batch_window=_int(
+                env, "HOOKLATCH_REPLAY_BATCH_WINDOW", cls.replay_batch_window, minimum=1
+            ),
             audit_retention_days=_float(
                 env, "HOOKLATCH_AUDIT_RETENTION_DAYS", cls.audit_retention_days
             ),
