@@ -16,7 +16,8 @@
    and given its outcome in the transaction that requests its replay: no event is replayed
    twice for one batch (``uq_replays_batch_id_event_id`` says so again). An event that
    succeeded since the batch was planned, or whose payload retention deleted, is skipped.
-4. **Cancel** (``cancel``): items not reached stay unreplayed.
+4. **Cancel** (``cancel``): items not reached stay unreplayed, and the replays asked for
+   that no worker has started are cancelled; a replay already running finishes.
 
 Functions take the session first and never commit.
 """
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from hooklatch.errors import BadRequest, NotFound
@@ -221,23 +222,53 @@ def in_flight(session: Session) -> int:
     return session.scalar(select(func.count()).where(OutboxEntry.replay_id.is_not(None))) or 0
 
 
-def cancel(session: Session, batch_id: int, *, actor: str, now: datetime) -> ReplayBatch:
+@dataclass(frozen=True)
+class Cancelled:
+    batch: ReplayBatch
+    replays: int  # replays asked for and not started, cancelled now
+
+
+def cancel(session: Session, batch_id: int, *, actor: str, now: datetime) -> Cancelled:
+    """Stop the batch: no further item is asked for, and its replays asked for that no
+    worker has started are cancelled (their outbox rows deleted; a job that already holds
+    one finds it cancelled and skips it). A replay running now finishes.
+
+    A batch done asking may still have replays waiting, and one cancelled when a cancel
+    left its replays alone may have thousands: cancelling either cancels those too."""
     batch = session.scalars(
         select(ReplayBatch).where(ReplayBatch.id == batch_id).with_for_update()
     ).one_or_none()
     if batch is None:
         raise NotFound(f"no bulk replay {batch_id}")
-    if batch.status == RUNNING:
-        batch.status, batch.finished_at = CANCELLED, now
+    # Those a worker holds (SKIP LOCKED) are running: they finish.
+    waiting = session.scalars(
+        select(Replay.id)
+        .where(Replay.batch_id == batch.id, Replay.status == PENDING)
+        .with_for_update(skip_locked=True)
+    ).all()
+    if waiting:
+        session.execute(
+            update(Replay)
+            .where(Replay.id.in_(waiting))
+            .values(status=CANCELLED, finished_at=now, error="cancelled with its bulk replay")
+        )
+        session.execute(delete(OutboxEntry).where(OutboxEntry.replay_id.in_(waiting)))
+    if batch.status == RUNNING or waiting:
+        batch.status, batch.finished_at = CANCELLED, batch.finished_at or now
         audit.record(
             session,
             actor=actor,
             action="bulk_replay_cancelled",
             target=f"batch {batch.id}",
             now=now,
-            details={"replayed": batch.replayed, "skipped": batch.skipped},
+            details={
+                "replayed": batch.replayed,
+                "skipped": batch.skipped,
+                "replays_cancelled": len(waiting),
+            },
         )
-    return batch
+    session.flush()
+    return Cancelled(batch=batch, replays=len(waiting))
 
 
 def get(session: Session, batch_id: int) -> ReplayBatch:
