@@ -64,7 +64,7 @@ class ReplayPlan:
 
     @classmethod
     def quick(cls) -> ReplayPlan:
-        return cls(dead=200, arrival_rate=100, baseline_seconds=4, replay_timeout_seconds=180)
+        return cls(dead=100, arrival_rate=100, baseline_seconds=4, replay_timeout_seconds=180)
 
 
 def dead_events(bench: Bench, url: str, plan: ReplayPlan) -> None:
