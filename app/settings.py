@@ -212,9 +212,11 @@ class Settings:
     admin_lockout_failures: int = 10
     admin_lockout_window_seconds: float = 600.0
     admin_lockout_seconds: float = 900.0
-    # A bulk replay touches at most this many events, replayed this many a second.
+    # A bulk replay touches at most this many events, replayed this many a second, and
+    # only while fewer than `replay_batch_window` replays wait to be run (their outbox rows).
     replay_batch_max: int = 10_000
     replay_batch_rate: float = 50.0
+    replay_batch_window: int = 100
     # Audit entries are kept this long (a bulk replay, a secret removed: kept past the
     # events they were about).
     audit_retention_days: float = 365.0
@@ -297,6 +299,9 @@ class Settings:
                 env, "HOOKLATCH_REPLAY_BATCH_MAX", cls.replay_batch_max, minimum=1
             ),
             replay_batch_rate=_float(env, "HOOKLATCH_REPLAY_BATCH_RATE", cls.replay_batch_rate),
+            replay_batch_window=_int(
+                env, "HOOKLATCH_REPLAY_BATCH_WINDOW", cls.replay_batch_window, minimum=1
+            ),
             audit_retention_days=_float(
                 env, "HOOKLATCH_AUDIT_RETENTION_DAYS", cls.audit_retention_days
             ),
@@ -310,6 +315,11 @@ class Settings:
     def embedded(self) -> bool:
         """No Redis configured: events are dispatched by a thread inside the web process."""
         return self.redis_url is None
+
+    @property
+    def replay_queue_name(self) -> str:
+        """Replays' jobs: workers read this queue after the live one (HOOKLATCH_QUEUE)."""
+        return f"{self.queue_name}-replays"
 
     @property
     def sqlalchemy_url(self) -> str:

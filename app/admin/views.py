@@ -155,10 +155,13 @@ def bulk_replay_cancel(batch_id: str) -> Any:
     number = _whole_number("the batch id", batch_id, high=MAX_ID)
     requested_by = (_text(_json_object(), "requested_by") or "admin-api")[:150]
     with runtime.session_factory.begin() as session:
-        batch = batches.cancel(
+        cancelled = batches.cancel(
             session, number, actor=f"{requested_by} ({request_address()})", now=runtime.clock()
         )
-        return batches.describe(session, batch)
+        return {
+            **batches.describe(session, cancelled.batch),
+            "replays_cancelled": cancelled.replays,
+        }
 
 
 @bp.get("/audit")

@@ -161,7 +161,11 @@ def events_replay(
 
 @events.command("batch")
 @click.argument("batch_id", type=int)
-@click.option("--cancel", is_flag=True, help="Stop it: events not reached are not replayed.")
+@click.option(
+    "--cancel",
+    is_flag=True,
+    help="Stop it: events not reached are not replayed, and replays not started are cancelled.",
+)
 @click.option("--by", "requested_by", default=None, help="Who cancels (default: your user name).")
 @click.pass_context
 @friendly
@@ -173,7 +177,9 @@ def events_batch(ctx: click.Context, batch_id: int, cancel: bool, requested_by: 
     actor = cli_actor(requested_by)
     with runtime.session_factory.begin() as session:
         if cancel:
-            batch = batches.cancel(session, batch_id, actor=actor, now=runtime.clock())
+            cancelled = batches.cancel(session, batch_id, actor=actor, now=runtime.clock())
+            shown = batches.describe(session, cancelled.batch)
+            shown["replays_cancelled"] = cancelled.replays
         else:
-            batch = batches.get(session, batch_id)
-        echo_json(batches.describe(session, batch))
+            shown = batches.describe(session, batches.get(session, batch_id))
+    echo_json(shown)

@@ -10,11 +10,14 @@
    why, the filter and how many.
 3. **Advance** (``advance``, run by every relay, and by the embedded dispatcher): the
    batch row is locked with ``SKIP LOCKED``, so one relay advances it at a time, by
-   ``rate`` times the seconds since its last step. Each item is claimed, and given its
-   outcome in the transaction that requests its replay: no event is replayed twice for
-   one batch (``uq_replays_batch_id_event_id`` says so again). An event that succeeded
-   since the batch was planned, or whose payload retention deleted, is skipped.
-4. **Cancel** (``cancel``): items not reached stay unreplayed.
+   ``rate`` times the seconds since its last step, and only as far as fewer than
+   ``window`` (HOOKLATCH_REPLAY_BATCH_WINDOW) replays wait to be run: little is ever
+   queued ahead of the workers, and a cancel has little to undo. Each item is claimed,
+   and given its outcome in the transaction that requests its replay: no event is replayed
+   twice for one batch (``uq_replays_batch_id_event_id`` says so again). An event that
+   succeeded since the batch was planned, or whose payload retention deleted, is skipped.
+4. **Cancel** (``cancel``): items not reached stay unreplayed, and the replays asked for
+   that no worker has started are cancelled; a replay already running finishes.
 
 Functions take the session first and never commit.
 """
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from hooklatch.errors import BadRequest, NotFound
@@ -35,6 +38,7 @@ from hooklatch.events.models import (
     PENDING,
     PROCESSED,
     Event,
+    OutboxEntry,
     Replay,
     ReplayBatch,
     ReplayBatchItem,
@@ -157,29 +161,21 @@ def start(
     return batch
 
 
-def advance(session: Session, *, now: datetime) -> int:
+def advance(session: Session, *, now: datetime, window: int) -> int:
     """One step of the oldest running batch, unless another relay is advancing it: its
-    share of replays since its last step. Returns how many items it settled."""
-    # The oldest running batch, and only it: batches run one after the other, so the rate
-    # holds whatever the number of batches and relays. A relay that finds it locked (by
-    # another relay advancing it) does nothing this time.
-    oldest = session.scalar(
-        select(ReplayBatch.id)
-        .where(ReplayBatch.status == RUNNING)
-        .order_by(ReplayBatch.id)
-        .limit(1)
-    )
-    if oldest is None:
-        return 0
-    batch = session.scalars(
-        select(ReplayBatch)
-        .where(ReplayBatch.id == oldest, ReplayBatch.status == RUNNING)
-        .with_for_update(skip_locked=True)
-    ).first()
+    share of replays since its last step, as far as fewer than ``window`` replays wait to
+    be run. Returns how many items it settled."""
+    batch = _oldest_running(session)
     if batch is None:
         return 0
     elapsed = min(MAX_STEP_SECONDS, max(0.0, (now - batch.advanced_at).total_seconds()))
     due = int(batch.rate * elapsed)
+    if due < 1:
+        return 0
+    # The rate's share is spent whether or not the window lets it be used: a batch held
+    # back never makes up for it in a burst.
+    batch.advanced_at = now
+    due = min(due, window - in_flight(session))
     if due < 1:
         return 0
     items = session.scalars(
@@ -195,30 +191,84 @@ def advance(session: Session, *, now: datetime) -> int:
             batch.replayed += 1
         else:
             batch.skipped += 1
-    batch.advanced_at = now
     if len(items) < due and not _waiting(session, batch.id):
         batch.status, batch.finished_at = DONE, now
     session.flush()
     return len(items)
 
 
-def cancel(session: Session, batch_id: int, *, actor: str, now: datetime) -> ReplayBatch:
+def _oldest_running(session: Session) -> ReplayBatch | None:
+    """The oldest running batch, and only it, locked: batches run one after the other, so
+    the rate and the window hold whatever the number of batches and relays. A relay that
+    finds it locked (by another relay advancing it) does nothing this time."""
+    oldest = session.scalar(
+        select(ReplayBatch.id)
+        .where(ReplayBatch.status == RUNNING)
+        .order_by(ReplayBatch.id)
+        .limit(1)
+    )
+    if oldest is None:
+        return None
+    return session.scalars(
+        select(ReplayBatch)
+        .where(ReplayBatch.id == oldest, ReplayBatch.status == RUNNING)
+        .with_for_update(skip_locked=True)
+    ).first()
+
+
+def in_flight(session: Session) -> int:
+    """Replays asked for and not run yet, whoever asked: their outbox rows (an index of
+    replays' rows only)."""
+    return session.scalar(select(func.count()).where(OutboxEntry.replay_id.is_not(None))) or 0
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    batch: ReplayBatch
+    replays: int  # replays asked for and not started, cancelled now
+
+
+def cancel(session: Session, batch_id: int, *, actor: str, now: datetime) -> Cancelled:
+    """Stop the batch: no further item is asked for, and its replays asked for that no
+    worker has started are cancelled (their outbox rows deleted; a job that already holds
+    one finds it cancelled and skips it). A replay running now finishes.
+
+    A batch done asking may still have replays waiting, and one cancelled when a cancel
+    left its replays alone may have thousands: cancelling either cancels those too."""
     batch = session.scalars(
         select(ReplayBatch).where(ReplayBatch.id == batch_id).with_for_update()
     ).one_or_none()
     if batch is None:
         raise NotFound(f"no bulk replay {batch_id}")
-    if batch.status == RUNNING:
-        batch.status, batch.finished_at = CANCELLED, now
+    # Those a worker holds (SKIP LOCKED) are running: they finish.
+    waiting = session.scalars(
+        select(Replay.id)
+        .where(Replay.batch_id == batch.id, Replay.status == PENDING)
+        .with_for_update(skip_locked=True)
+    ).all()
+    if waiting:
+        session.execute(
+            update(Replay)
+            .where(Replay.id.in_(waiting))
+            .values(status=CANCELLED, finished_at=now, error="cancelled with its bulk replay")
+        )
+        session.execute(delete(OutboxEntry).where(OutboxEntry.replay_id.in_(waiting)))
+    if batch.status == RUNNING or waiting:
+        batch.status, batch.finished_at = CANCELLED, batch.finished_at or now
         audit.record(
             session,
             actor=actor,
             action="bulk_replay_cancelled",
             target=f"batch {batch.id}",
             now=now,
-            details={"replayed": batch.replayed, "skipped": batch.skipped},
+            details={
+                "replayed": batch.replayed,
+                "skipped": batch.skipped,
+                "replays_cancelled": len(waiting),
+            },
         )
-    return batch
+    session.flush()
+    return Cancelled(batch=batch, replays=len(waiting))
 
 
 def get(session: Session, batch_id: int) -> ReplayBatch:

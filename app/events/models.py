@@ -144,6 +144,15 @@ class OutboxEntry(Base):
             postgresql_where=text("job_id IS NULL"),
             sqlite_where=text("job_id IS NULL"),
         ),
+        # The relay's poll for the replay queue: replays' rows not handed out yet. Through
+        # the index above it would walk every live row waiting (an outage's backlog) to
+        # find the few replays behind them.
+        Index(
+            "ix_outbox_replays_undispatched",
+            "id",
+            postgresql_where=text("job_id IS NULL AND replay_id IS NOT NULL"),
+            sqlite_where=text("job_id IS NULL AND replay_id IS NOT NULL"),
+        ),
         # Rows are found by a replay, never by its absence: NULLs (every row that is not a
         # replay) left in this index let a planner without statistics pair it with the
         # event_id index and read every outbox row for each pending event.
@@ -226,6 +235,8 @@ class Replay(Base):
     requested_by: Mapped[str] = mapped_column(String(200))
     reason: Mapped[str | None] = mapped_column(Text)
     requested_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # pending; once run succeeded, failed or stale; or cancelled with its bulk replay
+    # before any worker started it.
     status: Mapped[str] = mapped_column(String(16), default=PENDING, index=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     error: Mapped[str | None] = mapped_column(Text)

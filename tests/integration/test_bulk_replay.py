@@ -32,7 +32,7 @@ def dead_events(client, runtime, endpoint, *names, event_type="effect.bulk"):
 
 def step(runtime, now):
     with runtime.session_factory.begin() as session:
-        return batches.advance(session, now=now)
+        return batches.advance(session, now=now, window=runtime.settings.replay_batch_window)
 
 
 def start(runtime, chosen, *, reason="fixed the bug", rate=100.0, cap=10_000, now=None):
@@ -79,7 +79,7 @@ def test_a_batch_replays_its_frozen_set_oldest_first_at_its_rate_each_once(clien
 
     # Two relays at the same moment: one holds the batch, the other finds nothing to do.
     with runtime.session_factory.begin() as holder:
-        assert batches.advance(holder, now=t0 + timedelta(seconds=2)) == 2
+        assert batches.advance(holder, now=t0 + timedelta(seconds=2), window=100) == 2
         other = []
         thread = threading.Thread(
             target=lambda: other.append(step(runtime, t0 + timedelta(seconds=2)))
@@ -340,7 +340,7 @@ def test_batches_run_one_after_the_other_whatever_the_relays(client, runtime):
     start(runtime, EventFilter(status="dead", type="effect.bulk"), rate=1.0, now=t0)
     later, _ = start(runtime, EventFilter(status="dead", type="effect.other"), rate=1.0, now=t0)
     with runtime.session_factory.begin() as holder:  # one relay advances the oldest batch
-        assert batches.advance(holder, now=t0 + timedelta(seconds=1)) == 1
+        assert batches.advance(holder, now=t0 + timedelta(seconds=1), window=100) == 1
         other = []
         thread = threading.Thread(
             target=lambda: other.append(step(runtime, t0 + timedelta(seconds=1)))

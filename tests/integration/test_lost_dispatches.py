@@ -12,7 +12,6 @@ import signal
 import sys
 import time
 from datetime import datetime
-from typing import cast
 
 import pytest
 from redis import Redis
@@ -31,6 +30,7 @@ from tests.support.processes import (
     start_redis,
     with_port,
 )
+from tests.support.relay import jobs_of
 
 SECRET = "whsec_test_secret"
 EVENTS = 5
@@ -84,6 +84,13 @@ def held_by(runtime, job_ids) -> int:
     return count(runtime, "SELECT count(*) FROM outbox WHERE job_id = ANY(:j)", j=list(job_ids))
 
 
+def taken(runtime, queue) -> list[str]:
+    """The jobs of the outbox's rows that are in their queue's list no more: a worker took
+    them. `hooklatch worker` reads two queues, so RQ pops a job (BLPOP) rather than moving
+    it to its intermediate list (BLMOVE, which takes one queue): a taken job is in no list."""
+    return [j for j in sorted(jobs_of(runtime)) if queue.connection.lpos(queue.key, j) is None]
+
+
 RETRY = re.compile(r"^(\S+ \S+) ERROR .*relay pass failed .*retrying in ([\d.]+) s$", re.M)
 
 
@@ -130,8 +137,9 @@ def assert_each_ran_once(runtime, names, settings, *, what: str) -> None:
 def test_jobs_moved_to_the_intermediate_list_as_a_dying_worker_leaves_them_run_once(
     client, runtime, proc_settings, procs
 ):
-    """The report's reproduction: the jobs are moved the way an RQ 3 worker dequeues them
-    (LMOVE to the intermediate list, status still queued), and that worker is gone."""
+    """The report's reproduction: the jobs are moved the way an RQ 3 worker on one queue
+    dequeues them (LMOVE to the intermediate list, status still queued; a worker of the
+    version before replays had a queue of their own), and that worker is gone."""
     env = process_env(proc_settings)
     procs("relay", hooklatch_cmd("relay"), env)
     names = deliver_all(client, runtime, "lmove")
@@ -176,20 +184,20 @@ def test_a_worker_killed_between_dequeue_and_lease_strands_nothing(
     faulted = time.monotonic()
     redis = Redis.from_url(proc_settings.redis_url)
     queue = Queue(proc_settings.queue_name, connection=redis, serializer=SERIALIZER)
-    [taken] = queue.intermediate_queue.get_job_ids() or queue.started_job_registry.get_job_ids()
+    [job_id] = taken(runtime, queue)
     expected = JobStatus.STARTED if point == "after_started" else JobStatus.QUEUED
-    assert Job.fetch(taken, connection=queue.connection).get_status() == expected
+    assert Job.fetch(job_id, connection=queue.connection).get_status() == expected
 
-    assert held_by(runtime, [taken]) > 0
+    assert held_by(runtime, [job_id]) > 0
     what = f"a kill {point}"
-    assert_handed_out_again(runtime, proc_settings, stuck=[taken], since=faulted, what=what)
+    assert_handed_out_again(runtime, proc_settings, stuck=[job_id], since=faulted, what=what)
     start_worker(procs, env)
     assert_each_ran_once(runtime, names, proc_settings, what=what)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("persistence", ["aof", "none"])
-def test_redis_restarted_while_a_job_sits_in_the_intermediate_list_strands_nothing(
+def test_redis_restarted_while_a_job_is_taken_and_not_started_strands_nothing(
     client, runtime, proc_settings, procs, tmp_path, persistence
 ):
     port = free_port()
@@ -209,14 +217,13 @@ def test_redis_restarted_while_a_job_sits_in_the_intermediate_list_strands_nothi
 
     redis = Redis(host="127.0.0.1", port=port)
     queue = Queue(proc_settings.queue_name, connection=redis, serializer=SERIALIZER)
-    queue_key = queue.intermediate_queue_key
-    stuck = [job_id.decode() for job_id in cast(list[bytes], redis.lrange(queue_key, 0, -1))]
+    stuck = taken(runtime, queue)
     assert len(stuck) == 1
     assert held_by(runtime, stuck) > 0  # the rows still point at the job the worker took
     redis.shutdown(nosave=persistence == "none")
     start_redis(procs, port, tmp_path, *redis_args)
     faulted = time.monotonic()
-    assert redis.llen(queue_key) == (1 if persistence == "aof" else 0)
+    assert redis.exists(Job.key_for(stuck[0])) == (1 if persistence == "aof" else 0)
 
     what = f"a Redis restart ({persistence})"
     # The relay retries a failed pass after 1, 2, 4... s: the bound counts from its return.

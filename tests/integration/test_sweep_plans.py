@@ -99,3 +99,44 @@ def test_no_query_of_a_sweep_reads_more_than_a_few_rows_per_outbox_row(runtime, 
     assert len(reads) >= 3
     for statement, parameters in reads:
         assert rows_read(runtime, statement, parameters) <= 10 * pending, statement
+
+
+@pytest.mark.parametrize("waiting", [1000, 5000])
+def test_with_a_live_job_queued_the_relay_finds_replays_without_reading_the_live_backlog(
+    runtime, waiting
+):
+    """While a live job waits for the workers, the relay looks for replays alone (their
+    own queue may be free). Through the index of every row not handed out, that read the
+    whole live backlog (an outage's) at every poll to find the few replays behind it."""
+    endpoint, _ = make_endpoint(runtime)
+    with runtime.engine.begin() as connection:
+        connection.exec_driver_sql(
+            "TRUNCATE attempts, outbox, replays, replay_batch_items, ordering_keys, events "
+            "RESTART IDENTITY"
+        )
+        connection.exec_driver_sql(
+            "INSERT INTO events (endpoint_id, provider, external_id, type, status, attempts,"
+            " body, headers, body_sha256, received_at, next_attempt_at, mismatched_duplicates)"
+            " SELECT %(endpoint)s, 'stripe', 'evt_' || g, 'invoice.paid', 'pending', 0,"
+            " '\\x7b7d', '{}', 'x', now(), now(), 0 FROM generate_series(1, %(n)s) g",
+            {"endpoint": endpoint, "n": waiting},
+        )
+        connection.exec_driver_sql(
+            "INSERT INTO outbox (event_id, created_at) SELECT id, now() FROM events ORDER BY id"
+        )
+        connection.exec_driver_sql(
+            "INSERT INTO replays (event_id, requested_by, requested_at, status)"
+            " SELECT id, 'alice', now(), 'pending' FROM events WHERE id <= 3"
+        )
+        connection.exec_driver_sql(
+            "INSERT INTO outbox (event_id, replay_id, created_at)"
+            " SELECT event_id, id, now() FROM replays"
+        )
+    relay, queue = relay_for(runtime)
+    queue.connection.rpush(queue.key, "a-live-job-waiting")
+
+    statements = statements_of(runtime, relay.relay_once)
+
+    [(select, parameters)] = [s for s in statements if "FROM outbox" in s[0]]
+    assert "replay_id IS NOT NULL" in select
+    assert rows_read(runtime, select, parameters) <= 10

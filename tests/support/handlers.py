@@ -137,3 +137,22 @@ def record_run(event, ctx):
             is_replay=ctx.is_replay,
         )
     )
+
+
+@on("*", "paced.*")
+def record_a_paced_run(event, ctx):
+    """Takes HOOKLATCH_TEST_RUN_SECONDS, as a handler calling a downstream API would, and
+    records when it started (the bulk replay tests: a live event's wait is its handler's
+    start less its delivery). A second run of one event shows as a second row."""
+    started = time.time()
+    time.sleep(float(os.environ.get("HOOKLATCH_TEST_RUN_SECONDS", "0.03")))
+    ctx.session.execute(
+        runs.insert().values(
+            event_id=event.id,
+            key=event.type,
+            started=started,
+            finished=time.time(),
+            pid=os.getpid(),
+            is_replay=ctx.is_replay,
+        )
+    )

@@ -10,8 +10,10 @@ from typing import Any
 from redis import Redis
 from rq import Queue, SimpleWorker
 from rq.registry import StartedJobRegistry
+from sqlalchemy import delete, update
 
 from hooklatch.endpoints.service import create_endpoint
+from hooklatch.events.models import DEAD, Event, OutboxEntry
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.loop import Relay
 from hooklatch.workers.relay.sinks import SERIALIZER, RQSink
@@ -53,6 +55,18 @@ def deliver(
     response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, secret))
     assert response.status_code == 200, response.json
     return int(response.json["events"][0]["id"])
+
+
+def make_dead(
+    client: Any, runtime: Runtime, endpoint: str, *names: str, event_type: str
+) -> list[int]:
+    """Events delivered, then left dead (as a handler that kept failing leaves them), with
+    no outbox row; returns their ids."""
+    ids = [deliver(client, endpoint, name, event_type) for name in names]
+    with runtime.session_factory.begin() as session:
+        session.execute(update(Event).where(Event.id.in_(ids)).values(status=DEAD, attempts=8))
+        session.execute(delete(OutboxEntry).where(OutboxEntry.event_id.in_(ids)))
+    return ids
 
 
 def post_json(client: Any, endpoint: str, body: bytes, headers: dict[str, str]) -> Any:
@@ -103,7 +117,8 @@ def drain(
     assert runtime.settings.redis_url is not None
     redis = Redis.from_url(runtime.settings.redis_url)
     relay = Relay(runtime, RQSink(runtime, redis))
-    worker = SimpleWorker([runtime.settings.queue_name], connection=redis, serializer=SERIALIZER)
+    queues = [runtime.settings.queue_name, runtime.settings.replay_queue_name]
+    worker = SimpleWorker(queues, connection=redis, serializer=SERIALIZER)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         relay.relay_once()

@@ -41,6 +41,14 @@ def test_defaults_are_the_embedded_receiver(tmp_path):
         ),
         ({"HOOKLATCH_ADMIN_PROXY_IPS": "not-an-address"}, "is not an address or a network"),
         ({"HOOKLATCH_REPLAY_BATCH_RATE": "0.1"}, "must be from 0.2 to 10000"),
+        (
+            {"HOOKLATCH_REPLAY_BATCH_WINDOW": "0"},
+            "HOOKLATCH_REPLAY_BATCH_WINDOW must be at least 1",
+        ),
+        (
+            {"HOOKLATCH_REPLAY_BATCH_WINDOW": "many"},
+            "HOOKLATCH_REPLAY_BATCH_WINDOW must be a whole",
+        ),
         ({"HOOKLATCH_AUDIT_RETENTION_DAYS": "1000000"}, "must be at most 36500 days"),
         ({"HOOKLATCH_QUEUED_JOBS": "0"}, "HOOKLATCH_QUEUED_JOBS must be at least 1"),
         ({"HOOKLATCH_UNSAFE_SHORT_RETENTION": "maybe"}, "must be true or false"),
@@ -178,3 +186,10 @@ def test_short_retention_may_be_forced_only_with_clocks_of_test_setups():
         forced = Settings(dedupe_retention_days=days, unsafe_short_retention=True)
         with pytest.raises(SettingsError, match="only for dedupe clocks under an hour"):
             check_retention(forced, {"stripe": _ThreeDays()})
+
+
+def test_replays_have_a_queue_named_after_the_live_one_and_a_window_of_a_hundred():
+    assert Settings.from_env({}).replay_batch_window == 100
+    assert Settings.from_env({"HOOKLATCH_REPLAY_BATCH_WINDOW": "20"}).replay_batch_window == 20
+    chosen = Settings.from_env({"HOOKLATCH_QUEUE": "hooks"})
+    assert (chosen.queue_name, chosen.replay_queue_name) == ("hooks", "hooks-replays")

@@ -1,5 +1,6 @@
 """Bulk replays advance in every relay: a thread that takes a running batch's next step
-every second (``hooklatch.events.batches.advance``). No singleton: the batch row is
+every second (``hooklatch.events.batches.advance``), while fewer than
+HOOKLATCH_REPLAY_BATCH_WINDOW replays wait to be run. No singleton: the batch row is
 claimed with ``SKIP LOCKED``, so relays take turns on one batch, and its rate holds
 whatever their number."""
 
@@ -24,7 +25,9 @@ class BatchRunner:
 
     def once(self) -> int:
         with self.runtime.session_factory.begin() as session:
-            settled = batches.advance(session, now=self.runtime.clock())
+            settled = batches.advance(
+                session, now=self.runtime.clock(), window=self.runtime.settings.replay_batch_window
+            )
         if settled:
             self.runtime.wake_dispatcher()  # the embedded dispatcher runs the replays now
         return settled

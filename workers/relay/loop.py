@@ -15,7 +15,8 @@ import threading
 import time
 from collections.abc import Sequence
 
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, Row, select, update
+from sqlalchemy.orm import Session
 
 from hooklatch.db import reconnect_delay
 from hooklatch.events.models import OutboxEntry
@@ -25,6 +26,9 @@ from hooklatch.workers.relay.sinks import Batch, Sink
 from hooklatch.workers.relay.sweep import Sweep
 
 log = logging.getLogger(__name__)
+
+# An outbox row as the relay reads it: id, event_id, replay_id, lost_dispatches.
+WaitingRow = Row[int, int, int | None, int]
 
 
 def chunk(ids: Sequence[int], size: int) -> list[list[int]]:
@@ -45,55 +49,85 @@ class Relay:
         transaction: if the relay dies in between, they are still waiting and are pushed
         again, and the duplicate job finds the events processed.
 
-        Nothing is handed out while ``queued_jobs`` jobs wait for a worker: the rows
-        stay in the outbox and go out together once one is taken. A job costs a worker
-        a fork and a few round trips whatever its size, so jobs cut at each poll (a few
-        events each under a steady trickle, hundreds of them after an outage) held the
-        workers to a few hundred events a second; held back, a job carries what arrived
-        while the workers were busy, up to ``job_size``.
+        Events go to the live queue and replays to the replay queue, which workers read
+        after it. Nothing is handed to a queue while ``queued_jobs`` jobs wait in it: its
+        rows stay in the outbox and go out together once one is taken. A job costs a
+        worker a few round trips whatever its size, so jobs cut at each poll (a few events
+        each under a steady trickle, hundreds of them after an outage) held the workers to
+        a few hundred events a second; held back, a job carries what arrived while the
+        workers were busy, up to ``job_size``.
         """
-        if self.sink.waiting() >= self.settings.queued_jobs:
+        waiting = self.sink.waiting()
+        live = waiting.live < self.settings.queued_jobs
+        replays = waiting.replays < self.settings.queued_jobs
+        if not (live or replays):
             return 0
         with self.runtime.session_factory.begin() as session:
-            rows = session.execute(
+            rows: list[WaitingRow] = []
+            if live:
+                rows += self._waiting_rows(session, OutboxEntry.replay_id.is_(None))
+            if replays:
+                rows += self._waiting_rows(session, OutboxEntry.replay_id.is_not(None))
+            if not rows:
+                return 0
+            batches = self._batches(rows)
+            self.sink.push(batches)
+            self._mark(session, rows, batches)
+        self.sink.after_commit(batches)
+        return len(rows)
+
+    def _waiting_rows(self, session: Session, which: ColumnElement[bool]) -> list[WaitingRow]:
+        """Rows not handed to a job yet, oldest first: the events' (through the index of
+        rows not handed out) or the replays' (through their own: the live backlog may be
+        long, the replays few)."""
+        return list(
+            session.execute(
                 select(
                     OutboxEntry.id,
                     OutboxEntry.event_id,
                     OutboxEntry.replay_id,
                     OutboxEntry.lost_dispatches,
                 )
-                .where(OutboxEntry.job_id.is_(None))
+                .where(OutboxEntry.job_id.is_(None), which)
                 .order_by(OutboxEntry.id)
                 .limit(self.settings.relay_batch_size)
                 .with_for_update(skip_locked=True)
             ).all()
-            if not rows:
-                return 0
-            # Work whose job was lost before goes out alone: if it is what kills the
-            # process, it no longer takes a whole batch down with it.
-            alone = {r.event_id for r in rows if r.replay_id is None and r.lost_dispatches}
-            event_ids = list(dict.fromkeys(r.event_id for r in rows if r.replay_id is None))
-            replay_ids = list(dict.fromkeys(r.replay_id for r in rows if r.replay_id is not None))
-            shared = [i for i in event_ids if i not in alone]
-            batches = [Batch(event_ids=ids) for ids in chunk(shared, self.settings.job_size)]
-            batches += [Batch(event_ids=[i]) for i in event_ids if i in alone]
-            batches += [Batch(replay_ids=[i]) for i in replay_ids]
-            self.sink.push(batches)
-            now = self.runtime.clock()
-            for batch in batches:
-                events, replays = set(batch.event_ids), set(batch.replay_ids)
-                ids = [
-                    r.id
-                    for r in rows
-                    if (r.replay_id in replays if r.replay_id is not None else r.event_id in events)
-                ]
-                session.execute(
-                    update(OutboxEntry)
-                    .where(OutboxEntry.id.in_(ids))
-                    .values(job_id=batch.job_id, dispatched_at=now)
-                )
-        self.sink.after_commit(batches)
-        return len(rows)
+        )
+
+    def _batches(self, rows: Sequence[WaitingRow]) -> list[Batch]:
+        """Events in jobs of up to ``job_size``, replays in jobs of their own of up to as
+        many. Work whose job was lost before goes out alone: if it is what kills the
+        process, it no longer takes a whole batch down with it."""
+        size = self.settings.job_size
+        events = list(dict.fromkeys(r.event_id for r in rows if r.replay_id is None))
+        replays = list(dict.fromkeys(r.replay_id for r in rows if r.replay_id is not None))
+        alone = {r.event_id for r in rows if r.replay_id is None and r.lost_dispatches}
+        alone_replays = {r.replay_id for r in rows if r.replay_id is not None and r.lost_dispatches}
+        batches = [
+            Batch(event_ids=ids) for ids in chunk([i for i in events if i not in alone], size)
+        ]
+        batches += [Batch(event_ids=[i]) for i in events if i in alone]
+        shared = [i for i in replays if i not in alone_replays]
+        batches += [Batch(replay_ids=ids) for ids in chunk(shared, size)]
+        batches += [Batch(replay_ids=[i]) for i in replays if i in alone_replays]
+        return batches
+
+    def _mark(self, session: Session, rows: Sequence[WaitingRow], batches: list[Batch]) -> None:
+        """Each row gets the job it was pushed in."""
+        now = self.runtime.clock()
+        for batch in batches:
+            events, replays = set(batch.event_ids), set(batch.replay_ids)
+            ids = [
+                r.id
+                for r in rows
+                if (r.replay_id in replays if r.replay_id is not None else r.event_id in events)
+            ]
+            session.execute(
+                update(OutboxEntry)
+                .where(OutboxEntry.id.in_(ids))
+                .values(job_id=batch.job_id, dispatched_at=now)
+            )
 
     def sweep_once(self) -> int:
         """Hand out again work whose job is gone, and queue retries that are due."""

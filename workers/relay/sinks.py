@@ -10,6 +10,7 @@ from typing import Protocol
 from redis import Redis
 from rq import Queue
 from rq.job import Job, JobStatus
+from rq.queue import EnqueueData
 from rq.registry import StartedJobRegistry
 from rq.serializers import JSONSerializer
 from rq.utils import as_text
@@ -41,16 +42,24 @@ class Verdicts:
     died: set[str] = field(default_factory=set)  # lost, and its process died under it
 
 
+@dataclass(frozen=True)
+class Waiting:
+    """Jobs handed over and not yet taken by a worker, on each queue."""
+
+    live: int = 0
+    replays: int = 0
+
+
 class Sink(Protocol):
     def push(self, batches: list[Batch]) -> None:
-        """Hand the batches over and set each one's job_id; raise if that failed."""
+        """Hand the batches over and set each one's job_id; raise if that failed. A batch
+        of replays goes to the replay queue, one of events to the live queue."""
 
     def after_commit(self, batches: list[Batch]) -> None: ...
 
     def check(self, job_ids: list[str]) -> Verdicts: ...
 
-    def waiting(self) -> int:
-        """Jobs handed over and not yet taken by a worker."""
+    def waiting(self) -> Waiting: ...
 
 
 JOB_FUNCTION = "hooklatch.workers.worker.jobs.process_batch"
@@ -68,31 +77,35 @@ class RQSink:
     def __init__(self, runtime: Runtime, redis: Redis) -> None:
         self.runtime = runtime
         self.redis = redis
-        self.queue = Queue(runtime.settings.queue_name, connection=redis, serializer=SERIALIZER)
+        settings = runtime.settings
+        self.queue = Queue(settings.queue_name, connection=redis, serializer=SERIALIZER)
+        # Workers read it after the live queue: a replay never holds up a live event's job.
+        self.replay_queue = Queue(
+            settings.replay_queue_name, connection=redis, serializer=SERIALIZER
+        )
         self._lpos: bool | None = None
 
     def push(self, batches: list[Batch]) -> None:
-        datas = [
-            Queue.prepare_data(
-                JOB_FUNCTION,
-                args=(batch.event_ids, batch.replay_ids),
-                timeout=max(600, 30 * len(batch.event_ids) + 30 * len(batch.replay_ids)),
-                result_ttl=3600,
-                failure_ttl=7 * 24 * 3600,
-            )
-            for batch in batches
-        ]
+        """Both queues' jobs in one pipeline (one round trip)."""
         with self.redis.pipeline() as pipeline:
-            jobs = self.queue.enqueue_many(datas, pipeline=pipeline)
+            for queue in (self.queue, self.replay_queue):
+                mine = [b for b in batches if bool(b.replay_ids) == (queue is self.replay_queue)]
+                if mine:
+                    jobs = queue.enqueue_many([_job_data(b) for b in mine], pipeline=pipeline)
+                    for batch, job in zip(mine, jobs, strict=True):
+                        batch.job_id = job.id
             pipeline.execute()
-        for batch, job in zip(batches, jobs, strict=True):
-            batch.job_id = job.id
 
     def after_commit(self, batches: list[Batch]) -> None:
         pass
 
-    def waiting(self) -> int:
-        return self.queue.count  # LLEN: a worker takes a job off this list
+    def waiting(self) -> Waiting:
+        # LLEN of each: a worker takes a job off its list.
+        with self.redis.pipeline(transaction=False) as pipeline:
+            pipeline.llen(self.queue.key)
+            pipeline.llen(self.replay_queue.key)
+            live, replays = pipeline.execute()
+        return Waiting(live=int(live), replays=int(replays))
 
     def check(self, job_ids: list[str]) -> Verdicts:
         """Which of these jobs are still queued or running, and which may be.
@@ -111,11 +124,14 @@ class RQSink:
         job whose process died under it (started, or failed with RQ's words for a killed
         work horse or a timeout) counts against its rows.
         """
-        StartedJobRegistry(queue=self.queue).cleanup()
+        for queue in (self.queue, self.replay_queue):
+            StartedJobRegistry(queue=queue).cleanup()
         fetched = Job.fetch_many(job_ids, connection=self.redis, serializer=SERIALIZER)
         jobs = dict(zip(job_ids, fetched, strict=True))
         status = {j: job.get_status(refresh=False) if job else None for j, job in jobs.items()}
-        queued = self._in_queue([j for j in job_ids if status[j] == JobStatus.QUEUED])
+        queued = self._in_queue(
+            {j: job for j, job in jobs.items() if job and status[j] == JobStatus.QUEUED}
+        )
         others = [j for j in job_ids if j not in queued]
         leased = self._running(others, status)
         self._forget(leased)
@@ -134,17 +150,26 @@ class RQSink:
             return {j for j in job_ids if status[j] == JobStatus.STARTED}
         return leases_held(self.runtime.engine, job_ids)
 
-    def _in_queue(self, job_ids: list[str]) -> set[str]:
-        if not job_ids:
+    def _in_queue(self, jobs: dict[str, Job]) -> set[str]:
+        """Those still in the list of the queue they were pushed to (live or replays)."""
+        if not jobs:
             return set()
+        replays = self.replay_queue
+        keys = {
+            j: replays.key if job.origin == replays.name else self.queue.key
+            for j, job in jobs.items()
+        }
         if not self._has_lpos():
-            waiting = {as_text(j) for j in self.redis.lrange(self.queue.key, 0, -1)}
-            return {j for j in job_ids if j in waiting}
+            lists = {
+                key: {as_text(j) for j in self.redis.lrange(key, 0, -1)}
+                for key in set(keys.values())
+            }
+            return {j for j, key in keys.items() if j in lists[key]}
         with self.redis.pipeline(transaction=False) as pipeline:
-            for job_id in job_ids:
-                pipeline.lpos(self.queue.key, job_id)
+            for job_id, key in keys.items():
+                pipeline.lpos(key, job_id)
             positions = pipeline.execute()
-        return {j for j, position in zip(job_ids, positions, strict=True) if position is not None}
+        return {j for j, position in zip(keys, positions, strict=True) if position is not None}
 
     def _has_lpos(self) -> bool:
         """LPOS came with Redis 6.0.6; before it the whole list is read instead."""
@@ -178,6 +203,16 @@ class RQSink:
             self.redis.delete(*(self._mark(STARTED, j) for j in job_ids))
 
 
+def _job_data(batch: Batch) -> EnqueueData:
+    return Queue.prepare_data(
+        JOB_FUNCTION,
+        args=(batch.event_ids, batch.replay_ids),
+        timeout=max(600, 30 * len(batch.event_ids) + 30 * len(batch.replay_ids)),
+        result_ttl=3600,
+        failure_ttl=7 * 24 * 3600,
+    )
+
+
 def _process_died(job: Job) -> bool:
     """RQ's words for a work horse killed under a job, or a job that ran out of time."""
     text = job.exc_info or ""
@@ -204,8 +239,8 @@ class InlineSink:
         # left by a pass that failed, and goes out again.
         return Verdicts()
 
-    def waiting(self) -> int:
-        return 0  # each pass's work has run before the next pass
+    def waiting(self) -> Waiting:
+        return Waiting()  # each pass's work has run before the next pass
 
 
 def make_sink(runtime: Runtime) -> RQSink | InlineSink:

@@ -12,9 +12,11 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from rq import get_current_job
+from redis.exceptions import RedisError
+from rq import Queue, get_current_job
+from rq.job import Job
 from sqlalchemy import ColumnElement, and_, update
 from sqlalchemy.orm import configure_mappers
 
@@ -81,9 +83,27 @@ def process_batch(event_ids: list[int], replay_ids: list[int] | None = None) -> 
     job_id = job.id if job else None
     with bind(job_id=job_id), job_lease(runtime.engine, job_id):
         counts = process_events(runtime, event_ids, job_id=job_id)
-        counts += process_replays(runtime, replay_ids or (), job_id=job_id)
+        counts += process_replays(
+            runtime, replay_ids or (), job_id=job_id, live_waiting=_live_waiting(runtime, job)
+        )
     log.info("batch done: %s", dict(counts))
     return dict(counts)
+
+
+def _live_waiting(runtime: Runtime, job: Job | None) -> Callable[[], bool] | None:
+    """For a job taken from the replay queue: whether jobs wait on the live queue, which
+    its worker takes next once this job ends. (Redis away: the replays go on.)"""
+    if job is None or job.origin != runtime.settings.replay_queue_name:
+        return None
+    live = Queue(runtime.settings.queue_name, connection=job.connection)
+
+    def waiting() -> bool:
+        try:
+            return live.count > 0
+        except RedisError:
+            return False
+
+    return waiting
 
 
 def process_events(
@@ -161,14 +181,27 @@ def count_activity(runtime: Runtime, seen: list[tuple[str, str]]) -> None:
 
 
 def process_replays(
-    runtime: Runtime, replay_ids: Sequence[int], *, job_id: str | None = None
+    runtime: Runtime,
+    replay_ids: Sequence[int],
+    *,
+    job_id: str | None = None,
+    live_waiting: Callable[[], bool] | None = None,
 ) -> Counter[str]:
-    """Each replay in its own transaction, with its outbox rows (handed to ``job_id``)."""
+    """Each replay in its own transaction, with its outbox rows (handed to ``job_id``).
+
+    Between two replays, when ``live_waiting`` says live jobs wait, the job hands the rest
+    of its replays back to the relay and ends, so that its worker takes the live job next:
+    a live event waits for one replay's handlers at most."""
     counts: Counter[str] = Counter()
     replay_ids = list(dict.fromkeys(replay_ids))
     for position, replay_id in enumerate(replay_ids):
         if _State.stopping.is_set():
             _hand_back(runtime, [], job_id, OutboxEntry.replay_id.in_(replay_ids[position:]))
+            break
+        if position and live_waiting is not None and live_waiting():
+            rest = replay_ids[position:]
+            _hand_back(runtime, [], job_id, OutboxEntry.replay_id.in_(rest), why="live work waits")
+            counts["replay_handed_back"] += len(rest)
             break
         held = Drain(remaining=0)  # a key it held: its waiting events go to the relay
         with runtime.session_factory.begin() as session:
@@ -190,6 +223,7 @@ def _hand_back(
     which: ColumnElement[bool],
     *,
     whoever: bool = False,
+    why: str = "stopping",
 ) -> None:
     """Give this job's rows for work it will not start back to the relay, which hands them
     out again at its next pass (not counted as a lost dispatch: nothing was started).
@@ -203,4 +237,4 @@ def _hand_back(
         handed = session.execute(
             update(OutboxEntry).where(rows).values(job_id=None, dispatched_at=None)
         ).rowcount
-    log.info("stopping: %d outbox rows handed back for another job", handed)
+    log.info("%s: %d outbox rows handed back for another job", why, handed)

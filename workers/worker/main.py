@@ -1,4 +1,5 @@
-"""`hooklatch worker`: an RQ worker on hooklatch's queue, in a long-lived work horse."""
+"""`hooklatch worker`: an RQ worker on hooklatch's queues (live events first, then replays),
+in a long-lived work horse."""
 
 from __future__ import annotations
 
@@ -96,9 +97,10 @@ def run_worker(
     def work() -> Outcome:
         """One RQ worker's loop, to its end; in the horse, or in this process."""
         try:
-            worker = stoppable(worker_class)(
-                [runtime.settings.queue_name], connection=redis, serializer=SERIALIZER
-            )
+            # The live queue first: RQ takes a job from the first queue that has one, so a
+            # replay never waits in front of a live event.
+            queues = [runtime.settings.queue_name, runtime.settings.replay_queue_name]
+            worker = stoppable(worker_class)(queues, connection=redis, serializer=SERIALIZER)
             worker.horse = horse  # type: ignore[attr-defined]
             current[:] = [worker]  # from here, a signal is passed on to RQ (hand_on)
             if stop.is_set():  # taken before: RQ would never hear of it
@@ -237,7 +239,7 @@ def stoppable(worker_class: type[BaseWorker]) -> type[BaseWorker]:
             if self.horse is not None and self.horse.listening_said:
                 return  # a later horse of the same worker: it starts quietly
             log.info(
-                "worker listening on queue %s (pid %d)",
+                "worker listening on queues %s (pid %d)",
                 ", ".join(self.queue_names()),
                 os.getppid() if self.horse is not None else os.getpid(),
             )

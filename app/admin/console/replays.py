@@ -81,6 +81,11 @@ def replay_batch(batch_id: int) -> Any:
 def cancel_replay(batch_id: int) -> Any:
     runtime = current_runtime()
     with runtime.session_factory.begin() as session:
-        batches.cancel(session, batch_id, actor=actor(), now=runtime.clock())
-    flash(f"Bulk replay {batch_id} cancelled: events not reached are not replayed.", "ok")
+        cancelled = batches.cancel(session, batch_id, actor=actor(), now=runtime.clock())
+    flash(
+        f"Bulk replay {batch_id} cancelled: events not reached are not replayed, and "
+        f"{cancelled.replays} replays asked for and not started were cancelled "
+        "(a replay already running finishes).",
+        "ok",
+    )
     return redirect(url_for("console.replay_batch", batch_id=batch_id))

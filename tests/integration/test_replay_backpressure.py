@@ -1,0 +1,154 @@
+"""A bulk replay beside live traffic, with a real `hooklatch relay` and one real
+`hooklatch worker`: live events keep their latency while hundreds of replays run, and
+cancelling a batch stops the replays it asked for that have not started.
+
+The bounds are generous (the suite shares two cores): they catch a live event queued
+behind the batch's replays, seconds of them, not a slow machine. The figures are in
+bench/replay.py."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+from sqlalchemy import text
+
+from tests.support.database import count
+from tests.support.pipeline import deliver, make_endpoint, wait_for
+from tests.support.processes import hooklatch_cmd, listening, process_env
+
+pytestmark = pytest.mark.slow
+
+AUTH = {"Authorization": "Bearer test-admin-token"}
+# A live event's handler starts within this long of its delivery, during the replay.
+LIVE_WAIT_BOUND = 2.0
+
+
+def dead_events(client, runtime, endpoint, count_, prefix):
+    """Delivered, then left dead (as a handler that kept failing leaves them) before any
+    relay or worker runs."""
+    ids = [deliver(client, endpoint, f"{prefix}{n}", "paced.dead") for n in range(count_)]
+    with runtime.engine.begin() as c:
+        c.execute(
+            text("UPDATE events SET status = 'dead', attempts = 8 WHERE id = ANY(:i)"), {"i": ids}
+        )
+        c.execute(text("DELETE FROM outbox WHERE event_id = ANY(:i)"), {"i": ids})
+    return ids
+
+
+def start_pipeline(procs, settings, *, handler_seconds):
+    env = process_env(settings, HOOKLATCH_TEST_RUN_SECONDS=str(handler_seconds))
+    relay = procs("relay", hooklatch_cmd("relay"), env)
+    worker = procs("worker", hooklatch_cmd("worker"), env)
+    wait_for(lambda: listening(worker), timeout=30, message="worker listening")
+    return relay, worker
+
+
+def runs_by_event(runtime):
+    with runtime.engine.connect() as c:
+        rows = c.execute(text("SELECT event_id, count(*) FROM test_runs GROUP BY event_id"))
+        return dict(rows.all())
+
+
+def start_batch(client, runtime, rate):
+    runtime.settings = replace(runtime.settings, replay_batch_rate=rate)
+    answer = client.post(
+        "/admin/replays", json={"status": "dead", "reason": "the fix is deployed"}, headers=AUTH
+    )
+    assert answer.status_code == 202, answer.json
+    return answer.json["id"]
+
+
+def replays_waiting(runtime):
+    return count(runtime, "SELECT count(*) FROM replays WHERE status = 'pending'")
+
+
+def test_live_events_start_within_the_bound_while_hundreds_of_replays_run(
+    client, runtime, proc_settings, procs
+):
+    endpoint, _ = make_endpoint(runtime)
+    dead = dead_events(client, runtime, endpoint, 300, "evt_dead_")
+    relay, worker = start_pipeline(procs, proc_settings, handler_seconds=0.03)
+    batch_id = start_batch(client, runtime, rate=300.0)
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM test_runs WHERE is_replay") >= 5,
+        timeout=30,
+        message="the batch's first replays run",
+        explain=lambda: relay.log() + worker.log(),
+    )
+
+    delivered = {}
+    for n in range(15):
+        at = time.time()
+        delivered[deliver(client, endpoint, f"evt_live_{n}", "paced.live")] = at
+        time.sleep(0.3)
+    assert replays_waiting(runtime) > 0, "the live events came after the batch's replays"
+    wait_for(
+        lambda: set(delivered) <= set(runs_by_event(runtime)),
+        timeout=90,
+        message="every live event's handler run",
+        explain=worker.log,
+    )
+    with runtime.engine.connect() as c:
+        started = dict(
+            c.execute(
+                text("SELECT event_id, started FROM test_runs WHERE event_id = ANY(:i)"),
+                {"i": list(delivered)},
+            ).all()
+        )
+    waits = sorted(round(started[i] - at, 3) for i, at in delivered.items())
+    assert waits[-1] <= LIVE_WAIT_BOUND, f"live events' waits (s): {waits}"
+
+    wait_for(lambda: replays_waiting(runtime) == 0, timeout=120, message="every replay run")
+    runs = runs_by_event(runtime)
+    assert {runs.get(i) for i in [*dead, *delivered]} == {1}  # each handler ran once
+    shown = client.get(f"/admin/replays/{batch_id}", headers=AUTH).json
+    assert (shown["status"], shown["replays"]) == ("done", {"succeeded": len(dead)})
+
+
+def test_cancelling_a_batch_stops_its_replays_not_started_and_lets_the_running_one_finish(
+    client, runtime, proc_settings, procs
+):
+    endpoint, _ = make_endpoint(runtime)
+    dead = dead_events(client, runtime, endpoint, 20, "evt_cancel_")
+    relay, worker = start_pipeline(procs, proc_settings, handler_seconds=0.5)
+    batch_id = start_batch(client, runtime, rate=100.0)
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM test_runs") >= 1,
+        timeout=30,
+        message="the first replay run",
+        explain=lambda: relay.log() + worker.log(),
+    )
+    requested = count(runtime, "SELECT count(*) FROM replays WHERE batch_id = :b", b=batch_id)
+    assert requested == len(dead)  # all asked for, queued behind the slow handler
+
+    answer = client.post(f"/admin/replays/{batch_id}/cancel", json={}, headers=AUTH)
+
+    assert answer.status_code == 200, answer.json
+    wait_for(lambda: replays_waiting(runtime) == 0, timeout=60, message="no replay waiting")
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM outbox") == 0,
+        timeout=10,
+        message="no replay left in the outbox",
+    )
+    time.sleep(3 * proc_settings.sweep_interval_seconds)  # a sweep would bring one back
+    runs = runs_by_event(runtime)
+    with runtime.engine.connect() as c:
+        status = dict(
+            c.execute(
+                text("SELECT event_id, status FROM replays WHERE batch_id = :b"), {"b": batch_id}
+            ).all()
+        )
+    ran = {i for i in dead if runs.get(i)}
+    assert set(runs.values()) == {1}  # none ran twice
+    assert {status[i] for i in ran} == {"succeeded"}  # those started finished
+    assert {status[i] for i in set(dead) - ran} == {"cancelled"}  # the others never ran
+    assert len(ran) < len(dead) / 2, f"{len(ran)} of {len(dead)} ran: cancelled too late"
+    cancelled = len(dead) - len(ran)
+    assert answer.json["replays_cancelled"] == cancelled
+    assert answer.json["replays"]["cancelled"] == cancelled
+    states = "SELECT DISTINCT status FROM events WHERE id = ANY(:i)"
+    with runtime.engine.connect() as c:
+        left = set(c.execute(text(states), {"i": list(set(dead) - ran)}).scalars())
+    assert left == {"dead"}  # a cancelled replay leaves its event as it was
