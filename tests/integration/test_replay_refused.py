@@ -5,11 +5,13 @@ console and the CLI. Each would otherwise run the handlers a second time."""
 from __future__ import annotations
 
 import html
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from sqlalchemy import text
 
+from hooklatch.workers.worker.processing import process_chunk
 from tests.support.cli import run_cli
 from tests.support.console import csrf_of, signed_in
 from tests.support.database import count, load_event
@@ -153,3 +155,34 @@ def waiting_for_locks(runtime) -> int:
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
         " AND wait_event_type = 'Lock'",
     )
+
+
+def test_a_replay_asked_for_before_a_provider_retry_rearms_the_event_runs_its_handlers_once(
+    app, client, runtime, router
+):
+    """The replay was accepted while the event was dead; the provider's retry then re-arms
+    it, and its attempt runs first. The replay, which was for the same run, is skipped."""
+    runtime.settings = replace(runtime.settings, max_attempts=1)
+    healthy = {"value": False}
+
+    @router.on("stripe", "invoice.paid")
+    def flaky(event, ctx):
+        write_effect(event, ctx)
+        if not healthy["value"]:
+            raise RuntimeError("not yet")
+
+    endpoint, _ = make_endpoint(runtime)
+    event_id = deliver(client, endpoint, "evt_replayed_then_rearmed")
+    drain(runtime)
+    assert load_event(runtime, event_id).status == "dead"
+    healthy["value"] = True
+    asked = client.post(f"/admin/events/{event_id}/replay", json={"reason": "fixed"}, headers=AUTH)
+    assert asked.status_code == 202, asked.json
+    assert deliver(client, endpoint, "evt_replayed_then_rearmed") == event_id  # re-armed
+    assert load_event(runtime, event_id).status == "pending"
+    with runtime.session_factory.begin() as session:  # the live attempt runs first
+        process_chunk(session, runtime, [event_id], Counter())
+    drain(runtime)
+    runs = effect_rows(runtime, "evt_replayed_then_rearmed")
+    assert [row.is_replay for row in runs] == [False]  # the retry's (a failed run writes nothing)
+    assert count(runtime, "SELECT count(*) FROM replays WHERE status = 'skipped'") == 1

@@ -37,12 +37,16 @@ from hooklatch.workers.worker.processing import (
 
 log = logging.getLogger(__name__)
 
+# A replay whose event's handlers ran after it was asked for: not run again.
+SKIPPED = "skipped"
+
 
 def process_replay(
     session: Session, runtime: Runtime, replay_id: int, held: list[KeyRef] | None = None
 ) -> str | None:
     """Run the replay's event's handlers; None when the replay is not pending (done, or
-    another worker's right now). A replay and a normal attempt of one event never
+    another worker's right now), or when the event was processed since it was asked for
+    (it is then marked skipped). A replay and a normal attempt of one event never
     overlap: the event's row lock is waited for. The key whose lock it took goes to
     ``held``: once committed, the caller looks at it again (``keyed.look_again``)."""
     replay = session.scalars(
@@ -63,6 +67,13 @@ def process_replay(
     ).one()
     was_dead = event.status == DEAD
     with bind(event_id=event.id, endpoint_id=event.endpoint_id, replay_id=replay.id):
+        if _processed_since(event, replay):
+            # Asked for while dead, then re-armed by the provider's retry, which ran first:
+            # the handlers the replay was for have run once already.
+            replay.status, replay.finished_at = SKIPPED, runtime.clock()
+            replay.error = "its event was processed after this replay was asked for"
+            log.info("replay %d skipped: %s", replay.id, replay.error)
+            return None
         if event.body is None:
             # Retention leaves an event with a replay waiting alone; this is a payload
             # removed by other means. Handlers never see an empty body in its place.
@@ -119,6 +130,14 @@ def process_replay(
             )
         )
         return outcome
+
+
+def _processed_since(event: Event, replay: Replay) -> bool:
+    return (
+        event.status == PROCESSED
+        and event.processed_at is not None
+        and event.processed_at > replay.requested_at
+    )
 
 
 def _ordered_key(session: Session, event_id: int) -> KeyRef | None:
