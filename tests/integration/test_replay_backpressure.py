@@ -17,10 +17,10 @@ from sqlalchemy import text
 from tests.support.database import count
 from tests.support.pipeline import deliver, make_endpoint, wait_for
 from tests.support.processes import hooklatch_cmd, listening, process_env
+from tests.support.tokens import AUTH
 
 pytestmark = pytest.mark.slow
 
-AUTH = {"Authorization": "Bearer test-admin-token"}
 # A live event's handler starts within this long of its delivery, during the replay.
 LIVE_WAIT_BOUND = 2.0
 
@@ -120,8 +120,16 @@ def test_cancelling_a_batch_stops_its_replays_not_started_and_lets_the_running_o
         message="the first replay run",
         explain=lambda: relay.log() + worker.log(),
     )
-    requested = count(runtime, "SELECT count(*) FROM replays WHERE batch_id = :b", b=batch_id)
-    assert requested == len(dead)  # all asked for, queued behind the slow handler
+    # All asked for (a step asks for rate x the time since the last one), queued behind
+    # the slow handler.
+    wait_for(
+        lambda: (
+            count(runtime, "SELECT count(*) FROM replays WHERE batch_id = :b", b=batch_id)
+            == len(dead)
+        ),
+        timeout=10,
+        message="every replay asked for",
+    )
 
     answer = client.post(f"/admin/replays/{batch_id}/cancel", json={}, headers=AUTH)
 

@@ -21,8 +21,7 @@ from tests.support.console import csrf_of, signed_in
 from tests.support.database import count, load_event
 from tests.support.pipeline import deliver, drain, make_dead, make_endpoint
 from tests.support.relay import WAITING, Clock, relay_for
-
-AUTH = {"Authorization": "Bearer test-admin-token"}
+from tests.support.tokens import AUTH
 
 
 def replay(client, event_id):
