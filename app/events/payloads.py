@@ -1,18 +1,19 @@
 """An event's payload (its body and headers), read apart from the rest of its row.
 
-A worker claims a chunk of events by their other columns and the payload's size
-(``claim_columns``); the payloads are read as the events run, a group at a time, the
-group's sizes together within a budget (``Payloads``), so that what a work horse holds
-does not grow with the size of its chunk's bodies. Nothing here commits.
+A worker claims a chunk of events by their other columns (``claim_columns``), knowing
+each payload's size (``payload_size``); the payloads are read as the events run, a group
+at a time, the group's sizes together within a budget (``Payloads``), so that what a
+work horse holds does not grow with its chunk's bodies. Nothing here commits.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cache
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Text, cast, func, select
+from sqlalchemy import ColumnElement, Row, Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from hooklatch.events.models import Event
@@ -31,9 +32,8 @@ NO_PAYLOAD = Payload(None, None)
 
 @cache
 def claim_columns() -> tuple[ColumnElement[Any], ...]:
-    """Every column of ``events`` but the body and headers, and ``payload_size``."""
-    kept = tuple(column for column in Event.__table__.c if column.name not in PAYLOAD_COLUMNS)
-    return (*kept, payload_size())
+    """Every column of ``events`` but the body and headers."""
+    return tuple(column for column in Event.__table__.c if column.name not in PAYLOAD_COLUMNS)
 
 
 def payload_size() -> ColumnElement[int]:
@@ -53,25 +53,22 @@ def read_payloads(session: Session, event_ids: Iterable[int]) -> dict[int, Paylo
     return {row.id: Payload(row.body, row.headers) for row in rows}
 
 
-class LoadedEvent:
-    """A claimed row with its payload: the event a worker runs. Every other attribute is
-    the row's, whatever columns the claim read."""
+class LoadedEvent(SimpleNamespace):
+    """A claimed row's columns, whichever the claim read, with its payload: the event a
+    worker runs. (Its attributes are read many times per event: a namespace's cost less
+    than a row's.)"""
 
-    __slots__ = ("_row", "body", "headers")
-
-    def __init__(self, row: Any, payload: Payload) -> None:
-        self._row = row
-        self.body, self.headers = payload
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._row, name)
+    @classmethod
+    def of(cls, row: Row[Any], payload: Payload) -> LoadedEvent:
+        return cls(**row._mapping, body=payload.body, headers=payload.headers)
 
 
 class Payloads:
     """The payloads of one transaction's events, read as they run.
 
-    The caller says which claimed rows it expects to run, in the order it expects to run
-    them (``expect``), and takes each row's payload as it runs it (``take``). A payload
+    The caller says which events it expects to run, in the order it expects to run them,
+    with their sizes (``expect``), and takes each one's payload as it runs it, with the
+    row it claimed (``take``). A payload
     not read yet is read with those of the next expected events, as many as fit in
     ``budget`` bytes (by ``payload_size``) with the payloads read and not taken yet, in
     one statement: a chunk of small events costs one statement, and a payload larger
@@ -86,21 +83,23 @@ class Payloads:
         self._read: dict[int, Payload] = {}  # read, not taken yet
 
     def expect(self, rows: Iterable[Any]) -> None:
-        """Rows (with ``id`` and ``payload_size``) that are to run next, in their order;
-        one expected already keeps its place."""
+        """Rows (with ``id`` and ``payload_size``) of events that are to run next, in their
+        order; one expected already keeps its place."""
         for row in rows:
             self._expected.setdefault(row.id, row.payload_size or 0)
 
-    def take(self, row: Any) -> LoadedEvent:
-        """The row with its payload, read now if it was not read yet."""
+    def take(self, row: Row[Any]) -> LoadedEvent:
+        """The claimed row with its payload, read now if it was not read yet (alone, if
+        the event was not expected)."""
         if row.id not in self._read:
-            self._read_from(row.id, row.payload_size or 0)
+            self._read_from(row.id)
         self._expected.pop(row.id, None)
-        return LoadedEvent(row, self._read.pop(row.id, NO_PAYLOAD))
+        return LoadedEvent.of(row, self._read.pop(row.id, NO_PAYLOAD))
 
-    def _read_from(self, first: int, size: int) -> None:
+    def _read_from(self, first: int) -> None:
         """Read ``first``'s payload and those of the events expected after it that fit."""
         held = sum(self._expected.get(event_id, 0) for event_id in self._read)
+        size = self._expected.get(first, 0)
         if held + size > self.budget:
             self._read.clear()  # read again when their turn comes
             held = 0

@@ -151,7 +151,7 @@ def _next_events_query(after: bool, fifo: bool) -> Select[Any]:
     """Built once per shape, with bound parameters: building a statement costs more than
     running this one."""
     query = (
-        select(*claim_columns())
+        select(*claim_columns(), payload_size())
         .where(
             Event.endpoint_id == bindparam("endpoint_id"),
             Event.ordering_key == bindparam("key"),

@@ -21,7 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hooklatch.events.models import DEAD, PENDING, Event
-from hooklatch.events.payloads import Payloads, claim_columns
+from hooklatch.events.payloads import Payloads, claim_columns, payload_size
 from hooklatch.ordering import claims
 from hooklatch.ordering.claims import KeyRef, Policy
 from hooklatch.ordering.models import NONE, PARK
@@ -137,7 +137,7 @@ def _run_unordered(
     result: KeyedResult,
 ) -> None:
     claimed = session.execute(
-        select(*claim_columns())
+        select(*claim_columns(), payload_size())
         .where(Event.id.in_(ids), Event.status == PENDING, Event.next_attempt_at <= runtime.clock())
         .order_by(Event.id)
         .with_for_update(skip_locked=True)

@@ -47,7 +47,7 @@ TRANSACTION_SECONDS = 0.25
 
 
 class ClaimedEvent(Protocol):
-    """An events row as claimed for processing (a Core row, or an Event)."""
+    """An event as it runs: a claimed row with its payload (``LoadedEvent``), or an Event."""
 
     @property
     def id(self) -> int: ...
@@ -108,7 +108,7 @@ def process_chunk(
     states = claims.chunk_states(session, event_ids)
     claimed = _claim(session, [i for i in event_ids if _runnable(states.get(i), now)], now)
     payloads = Payloads(session, runtime.settings.worker_body_bytes)
-    payloads.expect(claimed[i] for i in event_ids if i in claimed)
+    payloads.expect(states[i] for i in event_ids if i in claimed)
     writes = _Writes()
     started = time.monotonic()
 
