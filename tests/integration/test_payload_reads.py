@@ -177,3 +177,18 @@ def test_bodies_are_read_in_groups_within_the_budget_and_a_larger_one_alone(app_
     assert reads == [small[:2], small[2:4], [small[4]], [large], after]
     size = sizes(runtime, ids)
     assert all(sum(size[i] for i in group) <= 250_000 for group in reads if group != [large])
+
+
+def test_a_transaction_reads_ahead_no_more_than_it_has_run(client, runtime, router):
+    """Within the budget (32 MiB), the first read takes 1 MiB and each later one at most
+    what has run: a transaction cut short for time has read little it did not run."""
+    seen = recorder(router)
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    ids = [send(client, endpoint, padding=400_000) for _ in range(8)]
+
+    with statements(runtime) as executed:
+        counts = process_events(runtime, ids)
+
+    assert counts["processed"] == len(ids)
+    assert seen == stored(runtime, ids)
+    assert payload_reads(executed) == [ids[:2], ids[2:4], ids[4:8]]
