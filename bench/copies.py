@@ -95,7 +95,9 @@ def one_process(
     ]
     result: dict[str, Any] = {"runs": runs}
     medians = {
-        side.name: statistics.median(r["events_per_second"] for r in runs if r["side"] == side.name)
+        side.name: round(
+            statistics.median(r["events_per_second"] for r in runs if r["side"] == side.name), 1
+        )
         for side in both
     }
     result["medians"] = medians
