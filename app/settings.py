@@ -182,8 +182,9 @@ class Settings:
     worker_max_jobs: int = 500
     # The bodies and headers a worker reads at once, as its events run: a chunk of small
     # events is one read, and a larger body is read alone. What a work horse holds stays
-    # near three times this, plus the largest event with its parsed payload, whatever the
-    # bodies' sizes (docs/architecture.md, "What a work horse holds").
+    # within about four times this, or this and seven times the largest body (its text
+    # and parsed payload), whatever its jobs hold (docs/architecture.md, "What a work
+    # horse holds").
     worker_body_bytes: int = DEFAULT_WORKER_BODY_BYTES
     # The console (/admin/console): a sign-in with the admin token lasts this long; or,
     # behind a reverse proxy that authenticates people (oauth2-proxy), the request header
