@@ -15,6 +15,9 @@ from typing import Any
 from cryptography.fernet import Fernet
 
 DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024
+DEFAULT_WORKER_BODY_BYTES = 32 * 1024 * 1024
+# Below this, HOOKLATCH_WORKER_BODY_BYTES is more likely a size meant in MiB than bytes.
+MIN_WORKER_BODY_BYTES = 64 * 1024
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +198,12 @@ class Settings:
     # Jobs one work horse runs before the worker replaces it: what a handler leaks is
     # given back then, at the cost of one fork.
     worker_max_jobs: int = 500
+    # The bodies and headers a worker reads at once, as its events run: a chunk of small
+    # events is one read, and a larger body is read alone. What a work horse holds stays
+    # within about four times this, or this and seven times the largest body (its text
+    # and parsed payload), whatever its jobs hold (docs/architecture.md, "What a work
+    # horse holds").
+    worker_body_bytes: int = DEFAULT_WORKER_BODY_BYTES
     # The console (/admin/console): a sign-in with the admin token lasts this long; or,
     # behind a reverse proxy that authenticates people (oauth2-proxy), the request header
     # that names them, trusted only from these addresses (no default: a public proxy on
@@ -276,6 +285,12 @@ class Settings:
                 env, "HOOKLATCH_INGEST_CONNECTIONS", cls.ingest_connections, minimum=1
             ),
             worker_max_jobs=_int(env, "HOOKLATCH_WORKER_MAX_JOBS", cls.worker_max_jobs, minimum=1),
+            worker_body_bytes=_int(
+                env,
+                "HOOKLATCH_WORKER_BODY_BYTES",
+                cls.worker_body_bytes,
+                minimum=MIN_WORKER_BODY_BYTES,
+            ),
             admin_session_hours=_float(
                 env, "HOOKLATCH_ADMIN_SESSION_HOURS", cls.admin_session_hours
             ),

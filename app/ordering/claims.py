@@ -43,6 +43,7 @@ from sqlalchemy.orm import Session
 
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
+from hooklatch.events.payloads import claim_columns, payload_size
 from hooklatch.ordering.models import FIFO, NONE, OrderingKey
 
 
@@ -98,10 +99,11 @@ def wait_key_lock(session: Session, ref: KeyRef) -> None:
 
 
 def chunk_states(session: Session, event_ids: Iterable[int]) -> dict[int, Row[Any]]:
-    """Each of these events' state, key and endpoint's ordering, by id. No lock. Found by
-    primary key alone, the rest checked by the caller: given a status to match, a planner
-    without statistics (a backlog that grew faster than autovacuum analyses it) walks
-    every pending event through the (status, next_attempt_at) index instead."""
+    """Each of these events' state, key, payload size and endpoint's ordering, by id. No
+    lock. Found by primary key alone, the rest checked by the caller: given a status to
+    match, a planner without statistics (a backlog that grew faster than autovacuum
+    analyses it) walks every pending event through the (status, next_attempt_at) index
+    instead."""
     rows: Iterable[Row[Any]] = session.execute(
         select(
             Event.id,
@@ -109,6 +111,7 @@ def chunk_states(session: Session, event_ids: Iterable[int]) -> dict[int, Row[An
             Event.ordering_key,
             Event.status,
             Event.next_attempt_at,
+            payload_size(),
             Endpoint.ordering,
             Endpoint.ordering_dead,
         )
@@ -128,8 +131,9 @@ def next_events(
 ) -> list[Row[Any]]:
     """The key's next ``limit`` pending events, locked, in the order it runs them
     (ordering_position, id), from past ``after`` (the position and id of the last one
-    read before, in this transaction). One range of ``ix_events_ordering`` read in order
-    and cut at ``limit``, whatever the table's statistics say. The caller holds the key's
+    read before, in this transaction), without their payloads (``claim_columns``): those
+    are read as the events run. One range of ``ix_events_ordering`` read in order and
+    cut at ``limit``, whatever the table's statistics say. The caller holds the key's
     lock, so nobody else claims its rows: the wait for a row lock is one for a statement
     in flight (a provider's retry re-arming a dead event), never for a handler.
 
@@ -147,7 +151,7 @@ def _next_events_query(after: bool, fifo: bool) -> Select[Any]:
     """Built once per shape, with bound parameters: building a statement costs more than
     running this one."""
     query = (
-        select(Event.__table__)
+        select(*claim_columns(), payload_size())
         .where(
             Event.endpoint_id == bindparam("endpoint_id"),
             Event.ordering_key == bindparam("key"),

@@ -243,3 +243,30 @@ def retry_waits(log: str, says: str, times: int) -> list[float]:
     assert len(waits) == len(lines), log
     assert waits == sorted(waits) and waits[-1] > waits[0], waits
     return waits
+
+
+def work_horse(worker: Proc, timeout: float = 30.0) -> int:
+    """The process id of `hooklatch worker`'s work horse (its forked child), once it has
+    one."""
+    path = Path(f"/proc/{worker.popen.pid}/task/{worker.popen.pid}/children")
+    found: list[int] = []
+
+    def forked() -> bool:
+        if worker.popen.poll() is not None:
+            raise AssertionError(f"the worker exited:\n{worker.log()}")
+        found[:] = [int(pid) for pid in path.read_text().split()]
+        return len(found) == 1
+
+    wait_for(forked, timeout=timeout, message="the worker's work horse", explain=worker.log)
+    return found[0]
+
+
+def memory_mib(pid: int) -> dict[str, float]:
+    """A live process's resident set now (VmRSS) and at its peak (VmHWM), in MiB."""
+    fields = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                fields[name] = int(value.split()[0]) / 1024  # kB
+    return {"rss": fields["VmRSS"], "peak": fields["VmHWM"]}

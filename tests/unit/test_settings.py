@@ -13,6 +13,7 @@ def test_defaults_are_the_embedded_receiver(tmp_path):
     assert settings.embedded
     assert settings.sqlalchemy_url == f"sqlite:///{tmp_path}/hooklatch.sqlite3"
     assert settings.max_body_bytes == 5 * 1024 * 1024
+    assert settings.worker_body_bytes == 32 * 1024 * 1024
 
 
 @pytest.mark.parametrize(
@@ -35,6 +36,11 @@ def test_defaults_are_the_embedded_receiver(tmp_path):
         ),
         ({"HOOKLATCH_CLEANUP_BATCH_SIZE": "0"}, "HOOKLATCH_CLEANUP_BATCH_SIZE must be at least 1"),
         ({"HOOKLATCH_WORKER_MAX_JOBS": "0"}, "HOOKLATCH_WORKER_MAX_JOBS must be at least 1"),
+        ({"HOOKLATCH_WORKER_BODY_BYTES": "32MiB"}, "HOOKLATCH_WORKER_BODY_BYTES must be a whole"),
+        (
+            {"HOOKLATCH_WORKER_BODY_BYTES": "32"},
+            "HOOKLATCH_WORKER_BODY_BYTES must be at least 65536, got 32",
+        ),
         (
             {"HOOKLATCH_ADMIN_PROXY_HEADER": "X-Forwarded-Email"},
             "HOOKLATCH_ADMIN_PROXY_HEADER needs HOOKLATCH_ADMIN_PROXY_IPS",

@@ -62,6 +62,10 @@ QUIT = "quit"  # RQ's loop returned on its own (it logged why)
 DIED = "died"  # the process ended without a report: killed, or crashed
 
 PR_SET_PDEATHSIG = 1
+# glibc's mallopt parameter, and the threshold it starts from (docs/architecture.md,
+# "What a work horse holds").
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD_BYTES = 128 * 1024
 JOB_ID_BYTES = 256
 # After the job's id: when it started (CLOCK_MONOTONIC, the same for both processes on
 # Linux) and its timeout, in seconds; a timeout of 0 means no job runs.
@@ -243,6 +247,7 @@ def _horse_main(
     try:
         os.setpgrp()
         _die_with_parent(parent)
+        _fix_mmap_threshold()
         outcome = work()
         os.write(report_to, json.dumps(asdict(outcome)).encode())
     except BaseException:
@@ -266,6 +271,22 @@ def _die_with_parent(parent: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent:  # the worker died before the prctl: stop now
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _fix_mmap_threshold() -> None:
+    """Keep glibc's mmap threshold where it starts, unless the environment sets it.
+
+    Left alone, glibc raises the threshold to the size of each large block freed (up to
+    32 MiB), and later blocks below it come from the heap, which fragments and keeps them
+    once freed: a horse that ran 25 MB bodies peaked 46 MiB higher, and kept more after.
+    Fixed, every block of 128 KiB or more is mapped on its own and given back when freed.
+    """
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or "mmap_threshold" in os.environ.get(
+        "GLIBC_TUNABLES", ""
+    ):
+        return
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to fix
+        ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
 
 
 def _describe(status: int) -> str:

@@ -21,6 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hooklatch.events.models import DEAD, PENDING, Event
+from hooklatch.events.payloads import Payloads, claim_columns, payload_size
 from hooklatch.ordering import claims
 from hooklatch.ordering.claims import KeyRef, Policy
 from hooklatch.ordering.models import NONE, PARK
@@ -66,6 +67,7 @@ def run_keyed(
     event_ids: list[int],
     states: dict[int, Any],
     step: Step,
+    payloads: Payloads,
     *,
     deadline: float,
     drain: Drain,
@@ -74,7 +76,8 @@ def run_keyed(
     """Settle the chunk's events that the unkeyed claim did not take (``states``: each
     one's row from ``claims.chunk_states``). Each key's lock is taken just before the key
     runs, so that keys this transaction has no time for stay free for other workers;
-    ``ran_before`` says the transaction has run events already."""
+    ``ran_before`` says the transaction has run events already. ``payloads`` is told
+    which events are to run, in their order, before ``step`` takes each one's payload."""
     result = KeyedResult()
     candidates = [
         row
@@ -85,7 +88,7 @@ def run_keyed(
     result.done += [i for i in event_ids if i not in found]  # processed, not ours, unkeyed
     unordered = [row.id for row in candidates if row.ordering == NONE]
     if unordered:  # keyed while its endpoint ordered events, no longer
-        _run_unordered(session, runtime, unordered, step, result)
+        _run_unordered(session, runtime, unordered, step, payloads, result)
     by_key: dict[KeyRef, list[int]] = defaultdict(list)
     policies: dict[KeyRef, Policy] = {}
     for row in candidates:
@@ -96,7 +99,10 @@ def run_keyed(
     # Keys in the order the job has their events: a key stopped for time goes last in
     # the job's next transaction (``again``), so that one busy key does not starve others.
     place = {event_id: n for n, event_id in enumerate(event_ids)}
-    for ref in sorted(by_key, key=lambda ref: min(place[i] for i in by_key[ref])):
+    order = sorted(by_key, key=lambda ref: min(place[i] for i in by_key[ref]))
+    # Most keys run the events the job brought: their payloads are read together.
+    payloads.expect(states[i] for ref in order for i in by_key[ref])
+    for ref in order:
         given = by_key[ref]
         if (ran_before or result.ran) and time.monotonic() > deadline:
             # Not started: the job's next transaction tries the key again, and until then
@@ -112,6 +118,7 @@ def run_keyed(
             policies[ref],
             given,
             step,
+            payloads,
             result,
             deadline=deadline,
             drain=drain,
@@ -122,14 +129,20 @@ def run_keyed(
 
 
 def _run_unordered(
-    session: Session, runtime: Runtime, ids: list[int], step: Step, result: KeyedResult
+    session: Session,
+    runtime: Runtime,
+    ids: list[int],
+    step: Step,
+    payloads: Payloads,
+    result: KeyedResult,
 ) -> None:
     claimed = session.execute(
-        select(Event.__table__)
+        select(*claim_columns(), payload_size())
         .where(Event.id.in_(ids), Event.status == PENDING, Event.next_attempt_at <= runtime.clock())
         .order_by(Event.id)
         .with_for_update(skip_locked=True)
     ).all()
+    payloads.expect(claimed)
     for row in claimed:
         step(row)
     result.done += ids
@@ -142,6 +155,7 @@ def _run_key(
     policy: Policy,
     given: list[int],
     step: Step,
+    payloads: Payloads,
     result: KeyedResult,
     *,
     deadline: float,
@@ -162,6 +176,7 @@ def _run_key(
         if policy.fifo and rows and rows[0].parked:
             result.done += given  # they wait for the key's release, rowless
             return
+        payloads.expect(rows)
         for row in rows:
             stop = _stop_before(row, policy, now, bool(ran), deadline, drain)
             if stop == "skip":

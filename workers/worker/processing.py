@@ -22,6 +22,7 @@ from sqlalchemy import delete, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from hooklatch.events.models import DEAD, IGNORED, PENDING, PROCESSED, Attempt, Event, OutboxEntry
+from hooklatch.events.payloads import Payloads, claim_columns
 from hooklatch.handlers import Context, EventView, Route
 from hooklatch.logs import bind
 from hooklatch.metrics import EventTally
@@ -46,7 +47,7 @@ TRANSACTION_SECONDS = 0.25
 
 
 class ClaimedEvent(Protocol):
-    """An events row as claimed for processing (a Core row, or an Event)."""
+    """An event as it runs: a claimed row with its payload (``LoadedEvent``), or an Event."""
 
     @property
     def id(self) -> int: ...
@@ -120,11 +121,14 @@ def process_chunk(
     now = runtime.clock()
     states = claims.chunk_states(session, event_ids)
     claimed = _claim(session, [i for i in event_ids if _runnable(states.get(i), now)], now)
+    payloads = Payloads(session, runtime.settings.worker_body_bytes)
+    payloads.expect(states[i] for i in event_ids if i in claimed)
     writes = _Writes()
     started = time.monotonic()
 
-    def step(event: ClaimedEvent) -> str:
-        outcome = _process_tallied(session, runtime, event, writes, tally)
+    def step(row: Any) -> str:
+        # The payload is read here, and dropped with the event's view when this returns.
+        outcome = _process_tallied(session, runtime, payloads.take(row), writes, tally)
         counts[outcome] += 1
         return outcome
 
@@ -149,6 +153,7 @@ def process_chunk(
             unclaimed,
             states,
             step,
+            payloads,
             deadline=started + TRANSACTION_SECONDS,
             drain=drain or Drain(),
             ran_before=bool(done),
@@ -166,11 +171,12 @@ def process_chunk(
 def _claim(session: Session, event_ids: list[int], now: datetime) -> dict[int, Any]:
     """Lock these unkeyed events (found pending and due by ``claims.chunk_states``) by
     primary key, and keep those still pending and due as locked: another worker may have
-    run one since. Rows already locked are someone else's right now."""
+    run one since. Rows already locked are someone else's right now. Their payloads are
+    not read here, but as they run (``Payloads``)."""
     if not event_ids:
         return {}
     rows = session.execute(
-        select(Event.__table__)
+        select(*claim_columns())
         .where(Event.id.in_(event_ids), Event.ordering_key.is_(None))
         .order_by(Event.id)
         .with_for_update(skip_locked=True)
