@@ -8,12 +8,13 @@
 # make bench-replay: a bulk replay of 10,000 dead events beside live deliveries (bench/replay.py).
 # make bench-ordering: unkeyed drain with and without ordering, and a hot key (bench/ordering.py).
 # make bench-memory: the work horse's memory with large bodies, small events' drain (bench/memory.py).
+# make bench-bad-bytes: a flood of NULs in paths: answers and log bytes (bench/bad_bytes.py).
 # make chaos: processes killed at random under load, five runs (see bench/chaos.py).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run install install-dev install-bench lock lint fmt test bench bench-smoke bench-hostile bench-retention bench-arrivals bench-replay bench-ordering bench-memory chaos
+.PHONY: run install install-dev install-bench lock lint fmt test bench bench-smoke bench-hostile bench-retention bench-arrivals bench-replay bench-ordering bench-memory bench-bad-bytes chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -91,6 +92,7 @@ bench-smoke: install-bench
 	$(BIN)/python -m bench.replay --smoke
 	$(BIN)/python -m bench.ordering --smoke
 	$(BIN)/python -m bench.memory --smoke
+	$(BIN)/python -m bench.bad_bytes --smoke
 
 # Slow clients and a flood of bad signatures, in one run (docs/benchmarks.md).
 bench-hostile: install-bench
@@ -113,6 +115,11 @@ bench-replay: install-bench
 # worktree), and one key's 1,000 events against its handler's speed (docs/benchmarks.md).
 bench-ordering: install-bench
 	$(BIN)/python -m bench.ordering
+
+# A flood of requests with a NUL in their path: how they are answered and what the web
+# process logs for them (docs/benchmarks.md).
+bench-bad-bytes: install-bench
+	$(BIN)/python -m bench.bad_bytes
 
 # The work horse's peak memory with 4 MiB and 25 MB bodies, and small events' outage drain,
 # each against the last commit before bodies were read apart from claims (docs/benchmarks.md).

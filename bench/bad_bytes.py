@@ -8,7 +8,8 @@ Reports the answers by status, the bytes the web process wrote to its log per re
 (target: none, so nothing beyond an access log where one is configured) and the requests
 answered per second.
 
-`python -m bench.bad_bytes [--requests N] [--json]` prints the figures.
+`python -m bench.bad_bytes [--requests N] [--json]` prints the figures; `--smoke` sends
+200 and fails if any is answered 5xx.
 """
 
 from __future__ import annotations
@@ -87,9 +88,14 @@ def flood(bench: Bench, total: int) -> dict[str, Any]:
 @click.command()
 @click.option("--requests", "total", default=2000, show_default=True, help="Requests sent.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON too.")
-def main(total: int, as_json: bool) -> None:
+@click.option("--smoke", is_flag=True, help="200 requests: a check that the harness runs.")
+def main(total: int, as_json: bool, smoke: bool) -> None:
+    total = 200 if smoke else total
     with prepared_bench(Plan.quick(), REDIS_URL) as bench:
         figures = flood(bench, total)
+    failed = sum(n for code, n in figures["statuses"].items() if code.startswith("5"))
+    if failed:
+        raise BenchError(f"{failed} of {total} requests with a NUL answered 5xx")
     figures["date"] = dt.date.today().isoformat()
     statuses = ", ".join(f"{n} × {code}" for code, n in figures["statuses"].items())
     echo_figures(
