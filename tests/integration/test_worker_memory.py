@@ -70,9 +70,10 @@ def start_worker(procs, env):
     return worker, horse, memory_mib(horse)
 
 
-def finished_jobs(settings) -> list[Job]:
+def finished_jobs(settings, name: str | None = None) -> list[Job]:
+    """The jobs finished on the live queue, or on the queue named."""
     redis = Redis.from_url(settings.redis_url)
-    queue = Queue(settings.queue_name, connection=redis, serializer=SERIALIZER)
+    queue = Queue(name or settings.queue_name, connection=redis, serializer=SERIALIZER)
     ids = FinishedJobRegistry(queue=queue).get_job_ids()
     return [job for job in Job.fetch_many(ids, redis, serializer=SERIALIZER) if job]
 
@@ -141,7 +142,8 @@ def test_replays_of_large_bodies_keep_the_work_horse_within_its_body_budget(
         explain=worker.log,
     )
 
-    replayed = sorted(i for job in finished_jobs(proc_settings) for i in job.args[1])
+    jobs = finished_jobs(proc_settings, proc_settings.replay_queue_name)
+    replayed = sorted(i for job in jobs for i in job.args[1])
     assert replayed == sorted(replay_ids)
     assert_bounded(worker, horse, before)
 
