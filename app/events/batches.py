@@ -32,7 +32,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from hooklatch.errors import BadRequest, NotFound
+from hooklatch.errors import BadRequest, NotFound, ReplayRefused
 from hooklatch.events.browse import EventFilter, bounded, count, oldest
 from hooklatch.events.models import (
     PENDING,
@@ -330,30 +330,23 @@ def _replay_item(session: Session, batch: ReplayBatch, event_id: int, now: datet
         and event.processed_at is not None
         and event.processed_at >= batch.created_at
     )
-    # Pending (a provider's retry re-armed it), or a replay of it waiting (another batch,
-    # the same batch confirmed twice, a replay by hand): its handlers are about to run
-    # anyway; a replay now would run them a second time.
-    waiting = event.status == PENDING or _replay_waiting(session, event_id)
-    if succeeded_since or waiting:
+    if succeeded_since:
         return SKIPPED
-    request_replay(
-        session,
-        event_id,
-        requested_by=batch.requested_by,
-        reason=f"bulk replay {batch.id}: {batch.reason}",
-        now=now,
-        batch_id=batch.id,
-    )
-    return REPLAYED
-
-
-def _replay_waiting(session: Session, event_id: int) -> bool:
-    return (
-        session.scalar(
-            select(Replay.id).where(Replay.event_id == event_id, Replay.status == PENDING).limit(1)
+    try:
+        request_replay(
+            session,
+            event_id,
+            requested_by=batch.requested_by,
+            reason=f"bulk replay {batch.id}: {batch.reason}",
+            now=now,
+            batch_id=batch.id,
         )
-        is not None
-    )
+    except ReplayRefused:
+        # Pending (a provider's retry re-armed it), or a replay of it waiting (another
+        # batch, the same batch confirmed twice, a replay by hand): its handlers are about
+        # to run anyway; a replay now would run them a second time.
+        return SKIPPED
+    return REPLAYED
 
 
 def _waiting(session: Session, batch_id: int) -> bool:

@@ -240,6 +240,9 @@ class Replay(Base):
     status: Mapped[str] = mapped_column(String(16), default=PENDING, index=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     error: Mapped[str | None] = mapped_column(Text)
+    # The event's newest attempt when this was asked for: an attempt after it that
+    # processed the event (a provider's retry re-armed it) makes this one skipped.
+    after_attempt_id: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class Attempt(Base):

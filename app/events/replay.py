@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from hooklatch.errors import BadRequest, NotFound, PayloadPruned, ReplayRefused
-from hooklatch.events.models import PENDING, Event, OutboxEntry, Replay
+from hooklatch.events.models import PENDING, Attempt, Event, OutboxEntry, Replay
 from hooklatch.operations import audit
 
 REASON_MAX = 1000  # characters: a reason is a sentence for the audit log, not a document
@@ -70,6 +70,9 @@ def request_replay(
         reason=reason,
         requested_at=now,
         status=PENDING,
+        after_attempt_id=session.scalar(
+            select(func.max(Attempt.id)).where(Attempt.event_id == event_id)
+        ),
     )
     session.add(replay)
     session.flush()
@@ -84,10 +87,12 @@ def _refuse_if_about_to_run(session: Session, event: Event, *, now: datetime) ->
     if event.status == PENDING:
         due = event.next_attempt_at
         when = (
-            "due now"
-            if due is None or due <= now
-            else f"due at {due.strftime('%Y-%m-%d %H:%M:%S')} UTC"
+            f"due at {due.strftime('%Y-%m-%d %H:%M:%S')} UTC"
+            if due is not None and due > now
+            else "due now"
         )
+        if event.ordering_key is not None:
+            when += ", or once its ordering key lets it run"  # a parked or busy key
         raise ReplayRefused(
             f"event {event.id} is pending: its handlers run at its next attempt ({when}), "
             "and a replay now would run them twice. Replay it once that attempt has run, "

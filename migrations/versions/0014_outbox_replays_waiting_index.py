@@ -1,9 +1,14 @@
-"""an index of the replays' outbox rows not handed to a job yet
+"""an index of the replays' outbox rows not handed to a job yet, and the newest attempt
+of a replay's event when it was asked for
 
 Replays travel on a queue of their own, and the relay fills each queue from its own rows.
 While live jobs wait for the workers, it looks for replay rows alone; through the index of
 every row not handed out, that walked the whole live backlog (an outage's, say) on every
 poll to find the few replays behind it. This index holds the replays' waiting rows only.
+
+``replays.after_attempt_id``: a replay whose event an attempt processed after it was asked
+for (a provider's retry re-armed a dead event) is skipped; attempts' ids tell which came
+later whatever the clocks of the hosts that wrote them.
 
 Revision ID: 0014
 Revises: 0013
@@ -25,10 +30,23 @@ WAITING_REPLAYS = sa.text("job_id IS NULL AND replay_id IS NOT NULL")
 
 
 def upgrade() -> None:
-    op.create_index(
-        NAME, "outbox", ["id"], postgresql_where=WAITING_REPLAYS, sqlite_where=WAITING_REPLAYS
-    )
+    with op.batch_alter_table("replays") as batch:
+        batch.add_column(sa.Column("after_attempt_id", sa.BigInteger(), nullable=True))
+    # Built without blocking writes on PostgreSQL: every delivery writes an outbox row.
+    with op.get_context().autocommit_block():
+        op.create_index(
+            NAME,
+            "outbox",
+            ["id"],
+            postgresql_where=WAITING_REPLAYS,
+            sqlite_where=WAITING_REPLAYS,
+            postgresql_concurrently=True,
+            if_not_exists=True,
+        )
 
 
 def downgrade() -> None:
-    op.drop_index(NAME, table_name="outbox")
+    with op.get_context().autocommit_block():
+        op.drop_index(NAME, table_name="outbox", postgresql_concurrently=True, if_exists=True)
+    with op.batch_alter_table("replays") as batch:
+        batch.drop_column("after_attempt_id")

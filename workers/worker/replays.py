@@ -67,7 +67,7 @@ def process_replay(
     ).one()
     was_dead = event.status == DEAD
     with bind(event_id=event.id, endpoint_id=event.endpoint_id, replay_id=replay.id):
-        if _processed_since(event, replay):
+        if _processed_since(session, event, replay):
             # Asked for while dead, then re-armed by the provider's retry, which ran first:
             # the handlers the replay was for have run once already.
             replay.status, replay.finished_at = SKIPPED, runtime.clock()
@@ -132,12 +132,19 @@ def process_replay(
         return outcome
 
 
-def _processed_since(event: Event, replay: Replay) -> bool:
-    return (
-        event.status == PROCESSED
-        and event.processed_at is not None
-        and event.processed_at > replay.requested_at
+def _processed_since(session: Session, event: Event, replay: Replay) -> bool:
+    """Whether an attempt (not a replay) processed the event after the replay was asked
+    for. Attempts' ids tell which came later, whatever the clocks of the hosts that wrote
+    them: the request waited for any attempt under way (the event's row lock)."""
+    if event.status != PROCESSED or replay.after_attempt_id is None:
+        return False  # (a replay asked for before its attempt was recorded: runs)
+    later = select(Attempt.id).where(
+        Attempt.event_id == event.id,
+        Attempt.replay_id.is_(None),
+        Attempt.outcome == SUCCEEDED,
+        Attempt.id > replay.after_attempt_id,
     )
+    return session.scalar(later.limit(1)) is not None
 
 
 def _ordered_key(session: Session, event_id: int) -> KeyRef | None:
