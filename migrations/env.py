@@ -38,6 +38,9 @@ def run_migrations_online() -> None:
             target_metadata=target_metadata,
             render_as_batch=connection.dialect.name == "sqlite",
             compare_type=True,
+            # Each migration commits on its own: the locks one takes (0012's on events) are
+            # not held while the next ones run.
+            transaction_per_migration=True,
         )
         with context.begin_transaction():
             context.run_migrations()

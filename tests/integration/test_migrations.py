@@ -83,3 +83,27 @@ def test_upgrading_a_sqlite_database_with_data_keeps_every_row(tmp_path):
     finally:
         engine.dispose()
     assert counts == {"events": 1, "replays": 1, "attempts": 1, "outbox": 1}
+
+
+def test_a_release_step_stopped_half_way_through_0012_runs_again_to_the_end():
+    """0012 builds its indexes outside a transaction, so a run that stops after them (its
+    lock timeout reached, the step killed) leaves them behind, with 0011 still recorded:
+    the next run finishes the job instead of failing on what is already there."""
+    with fresh_database("hooklatch_migrations") as url:
+        command.upgrade(alembic_config(url), "0011")
+        engine = make_engine(url)
+        try:
+            with engine.begin() as connection:
+                connection.exec_driver_sql(SEED[0].replace("'stripe', 1,", "'stripe', true,"))
+                connection.exec_driver_sql(SEED[1])
+                connection.exec_driver_sql(
+                    "ALTER TABLE events ADD COLUMN variant VARCHAR(64) DEFAULT '' NOT NULL, "
+                    "ADD COLUMN conflicts_with_event_id BIGINT"
+                )
+                connection.exec_driver_sql(
+                    "CREATE UNIQUE INDEX uq_events_endpoint_id_external_id_variant ON events "
+                    "(endpoint_id, external_id, variant)"
+                )
+        finally:
+            engine.dispose()
+        _assert_upgrades_without_drift(url)
