@@ -30,11 +30,12 @@ from sqlalchemy import (
     exists,
     func,
     null,
+    or_,
     select,
     tuple_,
     update,
 )
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql.elements import BindParameter
 
 from hooklatch.endpoints.models import Refusal
@@ -307,7 +308,26 @@ def _prunable(cutoff: datetime) -> ColumnElement[bool]:
 
 
 def _deletable(cutoff: datetime) -> ColumnElement[bool]:
-    return and_(Event.received_at < cutoff, Event.status != PENDING, _no_work_in_hand())
+    return and_(
+        Event.received_at < cutoff,
+        Event.status != PENDING,
+        _no_work_in_hand(),
+        _no_sibling_kept(cutoff),
+    )
+
+
+def _no_sibling_kept(cutoff: datetime) -> ColumnElement[bool]:
+    """Every event stored under one id (the first and its conflicts) goes together, once
+    the newest is past the clock and none is pending: without the first, a retry of a
+    conflict's body would be stored as new under the id and run again. Probed through the
+    dedupe key's (endpoint_id, external_id) prefix."""
+    sibling = aliased(Event)
+    return ~exists().where(
+        sibling.endpoint_id == Event.endpoint_id,
+        sibling.external_id == Event.external_id,
+        sibling.id != Event.id,
+        or_(sibling.received_at >= cutoff, sibling.status == PENDING),
+    )
 
 
 def _count(session: Session, entity: Any, condition: ColumnElement[bool]) -> int:

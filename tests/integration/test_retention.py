@@ -4,6 +4,7 @@ Events are delivered through the real view by an app whose clock stands at FIRST
 cleanup runs as if days had passed, by a runtime whose clock stands later.
 """
 
+import json
 import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -17,7 +18,7 @@ from hooklatch.operations.retention import Retention
 from tests.support.cli import run_cli
 from tests.support.database import count, load_event
 from tests.support.pipeline import drain, make_endpoint, wait_for
-from tests.support.signing import stripe_event, stripe_headers
+from tests.support.signing import github_headers, stripe_event, stripe_headers
 from tests.support.tokens import AUTH
 
 FIRST_SEEN = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -457,3 +458,33 @@ def test_expired_console_sessions_and_counts_of_failed_token_attempts_are_delete
         assert c.execute(text("SELECT name FROM console_sessions")).scalars().all() == ["today"]
         left = c.execute(text("SELECT address FROM token_failures ORDER BY address")).scalars()
         assert left.all() == ["203.0.113.2", "203.0.113.3"]
+
+
+def test_the_first_event_of_an_id_stays_while_a_conflict_of_it_is_younger_than_the_clock(
+    runtime, client_at
+):
+    """A body sent under an unsigned id that was stored first, and the real event under
+    it 29 days later, kept apart as a conflict. Deleting the first at its clock would let
+    a retry of the conflict be stored as new under the id, and run again."""
+    endpoint, _ = make_endpoint(runtime, "github", secrets=["gh-secret"])
+
+    def deliver(at, number):
+        client, _ = client_at(at)
+        body = json.dumps({"action": "opened", "issue": {"number": number}}).encode()
+        headers = github_headers(body, "gh-secret", event="issues", delivery="d-1002")
+        return client.post(f"/hooks/{endpoint}", data=body, headers=headers).json
+
+    first = deliver(FIRST_SEEN, 1)["events"][0]["id"]
+    later = FIRST_SEEN + timedelta(days=29)
+    conflict = deliver(later, 1002)["events"][0]["id"]
+    drain(runtime)
+
+    assert cleanup_at(runtime, DEDUPE_EXPIRED).once().deleted == 0  # the first stays
+    retry = deliver(DEDUPE_EXPIRED, 1002)  # the provider retries the real event
+    assert (retry["status"], retry["events"][0]["id"]) == ("duplicate", conflict)
+
+    gone = later + timedelta(days=30, minutes=1)
+    assert cleanup_at(runtime, gone).once().deleted == 2  # the two go together
+    assert (
+        count(runtime, "SELECT count(*) FROM events WHERE id IN (:a, :b)", a=first, b=conflict) == 0
+    )
