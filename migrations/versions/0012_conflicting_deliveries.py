@@ -115,9 +115,7 @@ def downgrade() -> None:
         )
     if op.get_bind().dialect.name == "postgresql":
         with op.get_context().autocommit_block():
-            op.drop_index(
-                "ix_events_conflicts", table_name="events", postgresql_concurrently=True
-            )
+            op.drop_index("ix_events_conflicts", table_name="events", postgresql_concurrently=True)
     else:
         op.drop_index("ix_events_conflicts", table_name="events")
     with op.batch_alter_table("events") as batch:
