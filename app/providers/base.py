@@ -87,7 +87,8 @@ class IncomingEvent:
     has seen one signed body could send it under the id of an event still to come, so a
     differing body is kept as an event of its own, flagged as a conflict
     (docs/plugins.md, "Event ids"). Unsigned is the default: a plugin that does not say
-    can lose no event this way.
+    can lose no event this way. (A plugin may also set it where an endpoint's options say
+    the sender's own retries change the body: generic-hmac's ``retries_change_body``.)
     """
 
     external_id: str

@@ -21,6 +21,13 @@ delivery lacking its id is refused (400) rather than stored under a guessed one.
 
 The type comes from ``type_header`` or ``type_field``, or is ``webhook`` when neither is
 set.
+
+An id read from ``id_header`` is not signed: a delivery of a stored id with another body
+is kept as an event of its own, a conflict (docs/plugins.md, "Event ids"), so that no one
+who has seen a signed body can silence a future event by sending it under that event's
+id. A sender whose retries of one event differ in body (an attempt counter, a send time)
+would then run each retry: ``retries_change_body=true`` makes such deliveries duplicates
+again, which gives that protection up for the endpoint.
 """
 
 from __future__ import annotations
@@ -72,6 +79,7 @@ class Config:
     id_field: str | None = None
     type_header: str | None = None
     type_field: str | None = None
+    retries_change_body: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> Config:
@@ -114,8 +122,19 @@ class Config:
             )
         if "type_header" in options and "type_field" in options:
             raise ValueError("generic-hmac takes one of 'type_header' and 'type_field', not both")
-        values: dict[str, Any] = {k: v for k, v in options.items() if k != "tolerance_seconds"}
-        return cls(**values, tolerance_seconds=seconds)
+        _one_of(options, "retries_change_body", ("true", "false"))
+        if options.get("retries_change_body") == "true" and "id_header" not in options:
+            raise ValueError(
+                "generic-hmac option 'retries_change_body' applies only to id_header: an id "
+                "from the signed body is the sender's own"
+            )
+        derived = ("tolerance_seconds", "retries_change_body")
+        values: dict[str, Any] = {k: v for k, v in options.items() if k not in derived}
+        return cls(
+            **values,
+            tolerance_seconds=seconds,
+            retries_change_body=options.get("retries_change_body") == "true",
+        )
 
 
 def _one_of(options: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> None:
@@ -157,6 +176,11 @@ class GenericHmacProvider(Provider):
         "id_field": "dotted path to the dedupe key in a JSON body, e.g. event.id",
         "type_header": "the header with the event type",
         "type_field": "dotted path to the event type in a JSON body, e.g. type",
+        "retries_change_body": (
+            "true when the sender's retries of one event differ in body (with id_header): "
+            "another body under a stored id is then a duplicate, not a conflict kept apart, "
+            "and anyone who has seen a signed body can silence a future event (default false)"
+        ),
     }
 
     def check_options(self, options: Mapping[str, str]) -> dict[str, str]:
@@ -228,8 +252,9 @@ class GenericHmacProvider(Provider):
         event_type = self._type(delivery, config, payload)
         stamp = delivery.header(config.timestamp_header) if config.timestamp_header else None
         occurred_at = unix_time(unix_timestamp(stamp.strip())) if stamp else None
-        # An id from the body is signed in every mode; one from a header is not.
-        signed = not config.id_header
+        # An id from the body is signed in every mode; one from a header is not, but an
+        # endpoint whose sender changes the body on retries takes it as its own.
+        signed = not config.id_header or config.retries_change_body
         return [IncomingEvent(external_id, event_type, occurred_at, id_signed=signed)]
 
     @staticmethod

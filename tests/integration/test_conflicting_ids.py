@@ -213,3 +213,18 @@ def test_a_conflicting_delivery_is_kept_apart_on_the_embedded_default(sqlite_cli
     assert (again, retried) == ("duplicate", real)
     assert load_event(runtime, real).conflicts_with_event_id == first
     assert load_event(runtime, real).body == order(1002, 990)
+
+
+def test_an_endpoint_whose_sender_changes_bodies_on_retries_keeps_them_duplicates(
+    client, runtime
+):
+    """generic-hmac with retries_change_body=true: a retry whose attempt counter changed
+    is the same event, as it was before conflicts were kept apart."""
+    options = {**OPTIONS, "retries_change_body": "true"}
+    endpoint, _ = make_endpoint(runtime, "generic-hmac", secrets=[SECRET], options=options)
+    answers = []
+    for attempt in (1, 2):
+        body = order(7, 5, attempt=attempt)
+        answers.append(post_json(client, endpoint, body, signed(body, "order-7")).json)
+    assert [a["status"] for a in answers] == ["accepted", "duplicate"]
+    assert count(runtime, "SELECT count(*) FROM events WHERE endpoint_id = :e", e=endpoint) == 1

@@ -82,3 +82,15 @@ def test_linear_falls_back_to_its_unsigned_delivery_header_only_when_the_body_la
 
 def test_a_plugin_that_does_not_say_has_unsigned_ids():
     assert IncomingEvent("evt_1", "thing.happened").id_signed is False
+
+
+def test_a_generic_hmac_endpoint_whose_sender_changes_bodies_on_retries_can_say_so():
+    options = {"header": "X-Sig", "id_header": "X-Id", "retries_change_body": "true"}
+    [event] = parsed("generic-hmac", options, add={"X-Id": "evt-7"})
+    assert event.id_signed  # another body under a stored id: a duplicate again
+    plugin = load_providers()["generic-hmac"]
+    assert plugin.check_options(options) == options
+    with pytest.raises(ValueError, match="applies only to id_header"):
+        plugin.check_options({"header": "X-Sig", "id_field": "id", "retries_change_body": "true"})
+    with pytest.raises(ValueError, match="must be one of true, false"):
+        plugin.check_options({**options, "retries_change_body": "yes"})
