@@ -6,10 +6,13 @@
   afterwards; an expired one signs nobody in, and retention deletes it.
 - **Failed attempts.** Every admin-token check (the admin API, /metrics, the console's
   sign-in) goes through one ``TokenGuard``. Failures are counted per client address (the
-  direct peer; an IPv6 one by its /64) in ``token_failures``, so that every web process
-  shares them: HOOKLATCH_ADMIN_LOCKOUT_FAILURES of them within the window lock the
-  address out for HOOKLATCH_ADMIN_LOCKOUT_SECONDS. While it is locked out, every check
-  from it is refused before any token is compared, so a right guess then learns nothing.
+  direct peer, or behind HOOKLATCH_TRUSTED_PROXIES the address they appended to
+  X-Forwarded-For: ``requester``; an IPv6 one by its /64) in ``token_failures``, so that
+  every web process shares them: HOOKLATCH_ADMIN_LOCKOUT_FAILURES of them within the
+  window lock the address out for HOOKLATCH_ADMIN_LOCKOUT_SECONDS. A process compares one
+  token from an address at a time, and refuses every token from a locked-out address
+  without comparing it once it has seen the lockout (it learns of it when it counts that
+  address's next failure). A right token costs no database work.
 
 Service functions take the session first and never commit.
 """
@@ -49,6 +52,9 @@ REMEMBERED = 10_000
 # While the database does not answer, the guard says so at most this often.
 WARN_EVERY_SECONDS = 60.0
 GUARD = "hooklatch.token_guard"
+# Locks among which the addresses' turns are shared (a fixed number: a flood from many
+# addresses makes none).
+TURNS = 64
 
 
 def token_hash(token: str) -> str:
@@ -85,10 +91,13 @@ def requester(peer: str | None, forwarded_for: str | None, trusted: Sequence[str
     was sent from: the last ``X-Forwarded-For`` entry, then the one before while that too
     is a trusted proxy. Each proxy appends the address it saw, so what a client writes in
     the header itself stays to the left and is never reached. Used to tell clients apart
-    (failed attempts, the audit log), never to trust one."""
+    (failed attempts, the audit log), never to trust one. A peer with no address (a unix
+    socket) is a proxy on this host: taken as trusted."""
     hops = [hop.strip() for hop in (forwarded_for or "").split(",")]
     address = peer
-    while hops and _within(address, trusted):
+    local = not _parses(peer or "")
+    while hops and (local or _within(address, trusted)):
+        local = False
         hop = hops.pop()
         if not _parses(hop):
             break
@@ -142,13 +151,6 @@ class Lockout:
     new: bool  # set by this attempt (False: another process had set it meanwhile)
 
 
-def locked_until(session: Session, address: str, *, now: datetime) -> datetime | None:
-    until = session.scalar(
-        select(TokenFailures.locked_until).where(TokenFailures.address == address)
-    )
-    return until if until is not None and until > now else None
-
-
 def count_failure(
     session: Session, address: str, *, now: datetime, settings: Settings
 ) -> Lockout | None:
@@ -200,23 +202,37 @@ class TokenGuard:
         self.runtime = runtime
         self._seen: dict[str, datetime] = {}
         self._lock = threading.Lock()
+        # One token compared (and counted) at a time per address: else every request
+        # already in flight is compared before the failures that lock it out are counted.
+        self._turns = [threading.Lock() for _ in range(TURNS)]
         self._warned_at = -math.inf
 
     def check(self, given: str, tokens: Sequence[str], *, address: str | None) -> bool:
         """Whether ``given`` is one of ``tokens``. Raises ``TooManyAttempts`` while the
-        client's address is locked out, before comparing anything; a wrong token counts
-        against it (an empty one, nothing given, does not)."""
+        client's address is locked out (as far as this process has seen), before
+        comparing anything; a wrong token counts against it (an empty one, nothing given,
+        does not)."""
         client = client_address(address)
-        now = self.runtime.clock()
-        until = self._remembered(client, now) or self._stored(client, now)
-        if until is not None:
-            raise _refusal(until, now)
+        self._refuse_if_locked_out(client)
         if not given:
             return False
-        # Every token compared, in constant time.
-        matched = [hmac.compare_digest(given.encode(), token.encode()) for token in tokens]
-        if any(matched):
-            return True
+        with self._turns[hash(client) % TURNS]:
+            self._refuse_if_locked_out(client)  # found by the request this one waited for
+            # Every token compared, in constant time.
+            matched = [hmac.compare_digest(given.encode(), token.encode()) for token in tokens]
+            if any(matched):
+                return True
+            return self._failed(client)
+
+    def _refuse_if_locked_out(self, client: str) -> None:
+        now = self.runtime.clock()
+        until = self._remembered(client, now)
+        if until is not None:
+            raise _refusal(until, now)
+
+    def _failed(self, client: str) -> bool:
+        """Count a wrong token; raise once the address is locked out."""
+        now = self.runtime.clock()
         lockout = self._count(client, now)
         if lockout is None:
             return False
@@ -247,17 +263,6 @@ class TokenGuard:
                 self._seen = {c: u for c, u in self._seen.items() if u > now}
             if len(self._seen) < REMEMBERED:  # else the database still says so
                 self._seen[client] = until
-
-    def _stored(self, client: str, now: datetime) -> datetime | None:
-        try:
-            with self.runtime.session_factory() as session:
-                until = locked_until(session, client, now=now)
-        except SQLAlchemyError as exc:
-            self._warn("read", exc)
-            return None
-        if until is not None:
-            self._remember(client, until)
-        return until
 
     def _count(self, client: str, now: datetime) -> Lockout | None:
         try:

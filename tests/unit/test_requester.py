@@ -26,3 +26,10 @@ def test_a_proxy_without_the_header_or_with_garbage_in_it_is_taken_as_the_client
 
 def test_with_no_trusted_proxy_the_header_is_never_read():
     assert requester("127.0.0.1", "203.0.113.7", ()) == "127.0.0.1"
+
+
+def test_a_proxy_on_a_unix_socket_is_trusted_whatever_the_setting():
+    """gunicorn bound to a unix socket gives no peer address: nginx on this host."""
+    assert requester("", "203.0.113.7", ()) == "203.0.113.7"
+    assert requester(None, "198.51.100.1, 203.0.113.7", PROXIES) == "203.0.113.7"
+    assert requester("", None, PROXIES) == ""
