@@ -120,10 +120,14 @@ class Delivered:
 
 @dataclass(frozen=True)
 class Conflict:
-    """A delivery that repeats a stored event's id with another body, stored apart."""
+    """A delivery that repeats a stored event's id with another body, stored apart; or,
+    as ``NO_CONFLICT``, any other delivery."""
 
-    event_id: int  # the event first stored under the id
-    variant: str  # this delivery's body digest: its retries are its duplicates
+    event_id: int | None = None  # the event first stored under the id
+    variant: str = ""  # this delivery's body digest: its retries are its duplicates
+
+
+NO_CONFLICT = Conflict()
 
 
 def record_events(
@@ -159,7 +163,7 @@ def _store(
     connection: Connection,
     delivered: Delivered,
     item: IncomingEvent,
-    conflict: Conflict | None = None,
+    conflict: Conflict = NO_CONFLICT,
 ) -> Recorded:
     if connection.dialect.name == "postgresql":
         return _store_on_postgres(connection, delivered, item, conflict)
@@ -206,7 +210,7 @@ def stored_headers(headers: Mapping[str, str], credentials: frozenset[str]) -> d
 
 
 def _store_on_postgres(
-    connection: Connection, delivered: Delivered, item: IncomingEvent, conflict: Conflict | None
+    connection: Connection, delivered: Delivered, item: IncomingEvent, conflict: Conflict
 ) -> Recorded:
     endpoint = delivered.endpoint
     placed = placement(delivered, item)
@@ -228,8 +232,8 @@ def _store_on_postgres(
             "due_at": placed.due_at,
             "ordering_key": placed.key,
             "ordering_position": placed.position,
-            "variant": conflict.variant if conflict else "",
-            "conflicts_with": conflict.event_id if conflict else None,
+            "variant": conflict.variant,
+            "conflicts_with": conflict.event_id,
         },
     ).one()
     if not fresh:
@@ -250,7 +254,7 @@ def _utc(value: datetime | None) -> datetime | None:
 
 
 def _store_elsewhere(
-    connection: Connection, delivered: Delivered, item: IncomingEvent, conflict: Conflict | None
+    connection: Connection, delivered: Delivered, item: IncomingEvent, conflict: Conflict
 ) -> Recorded:
     endpoint, now = delivered.endpoint, delivered.now
     placed = placement(delivered, item)
@@ -280,8 +284,8 @@ def _store_elsewhere(
             "repeats_event_id": repeats,
             "ordering_key": placed.key,
             "ordering_position": placed.position,
-            "variant": conflict.variant if conflict else "",
-            "conflicts_with_event_id": conflict.event_id if conflict else None,
+            "variant": conflict.variant,
+            "conflicts_with_event_id": conflict.event_id,
         },
     ).scalar_one_or_none()
     if new_id is None:
@@ -292,9 +296,9 @@ def _store_elsewhere(
 
 
 def _accepted(
-    new_id: int, item: IncomingEvent, repeats: int | None, conflict: Conflict | None
+    new_id: int, item: IncomingEvent, repeats: int | None, conflict: Conflict
 ) -> Recorded:
-    if conflict is not None:
+    if conflict.event_id is not None:
         log.warning(
             "event %d (%s, %s) repeats the id of event %d with another body, and the id is "
             "not signed: stored as an event of its own, flagged as a conflict (a signed body "
@@ -315,9 +319,7 @@ def _accepted(
             repeats,
             extra={"external_id": item.external_id},
         )
-    return Recorded(
-        new_id, item.external_id, ACCEPTED, conflicts_with=conflict.event_id if conflict else None
-    )
+    return Recorded(new_id, item.external_id, ACCEPTED, conflicts_with=conflict.event_id)
 
 
 def _queue_from(created: Any) -> Any:
@@ -329,13 +331,13 @@ def _queue_from(created: Any) -> Any:
 
 
 def _duplicate(
-    connection: Connection, delivered: Delivered, item: IncomingEvent, conflict: Conflict | None
+    connection: Connection, delivered: Delivered, item: IncomingEvent, conflict: Conflict
 ) -> Recorded:
     existing = connection.execute(
         select(Event.id, Event.status, Event.body_sha256, Event.received_at).where(
             Event.endpoint_id == delivered.endpoint.id,
             Event.external_id == item.external_id,
-            Event.variant == (conflict.variant if conflict else ""),
+            Event.variant == conflict.variant,
         )
     ).one()
     return _duplicate_of(connection, delivered, item, *existing)
@@ -358,8 +360,10 @@ def _duplicate_of(
         )
         if delivered.keeps_apart(item):
             return _store(connection, delivered, item, Conflict(event_id, delivered.digest))
+        why = "the id is signed" if item.id_signed else "the request carries several events"
         log.warning(
-            "event id reused with a different body, under a signed id: a duplicate",
+            "event id reused with a different body: a duplicate, since %s",
+            why,
             extra={"event_db_id": event_id, "external_id": item.external_id},
         )
     rearmed = False
