@@ -41,33 +41,17 @@ def event_history(session: Session, event: Event) -> dict[str, Any]:
     replays = session.scalars(
         select(Replay).where(Replay.event_id == event.id).order_by(Replay.id)
     ).all()
-    repeated_by = session.scalars(
-        select(Event.id)
-        .where(
-            Event.endpoint_id == event.endpoint_id,
-            Event.body_sha256 == event.body_sha256,
-            Event.repeats_event_id == event.id,
-        )
-        .order_by(Event.id)
-    ).all()
-    # Deliveries of this event's id with other bodies, stored apart: the unique key's
-    # (endpoint_id, external_id) prefix finds them.
-    conflicted_by = session.scalars(
-        select(Event.id)
-        .where(
-            Event.endpoint_id == event.endpoint_id,
-            Event.external_id == event.external_id,
-            Event.conflicts_with_event_id == event.id,
-        )
-        .order_by(Event.id)
-    ).all()
+    # Later events stored with this event's body under another id or type (found by the
+    # body's hash index), and deliveries of its id with other bodies, stored apart (found
+    # by the dedupe key's (endpoint_id, external_id) prefix).
+    repeated_by = _flagged_by(session, event, Event.body_sha256, Event.repeats_event_id)
+    conflicted_by = _flagged_by(session, event, Event.external_id, Event.conflicts_with_event_id)
     return {
         **describe_event(event),
         # Retention deleted the body and headers: the event can no longer be replayed.
         "payload_pruned": event.body is None,
-        # Later events stored with this event's body under another id or type.
-        "repeated_by": list(repeated_by),
-        "conflicted_by": list(conflicted_by),
+        "repeated_by": repeated_by,
+        "conflicted_by": conflicted_by,
         "attempts_log": [
             {
                 "number": a.number,
@@ -83,6 +67,17 @@ def event_history(session: Session, event: Event) -> dict[str, Any]:
         ],
         "replays": [describe_replay(r) for r in replays],
     }
+
+
+def _flagged_by(session: Session, event: Event, shared: Any, flag: Any) -> list[int]:
+    """The events of ``event``'s endpoint that share its value of ``shared`` and name it
+    in ``flag``, oldest first."""
+    query = select(Event.id).where(
+        Event.endpoint_id == event.endpoint_id,
+        shared == getattr(event, shared.key),
+        flag == event.id,
+    )
+    return list(session.scalars(query.order_by(Event.id)))
 
 
 def describe_replay(replay: Replay) -> dict[str, Any]:
