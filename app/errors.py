@@ -248,6 +248,18 @@ def http_error_response(exc: HTTPException) -> Response:
     return json_response(*http_error_json(exc))
 
 
+def storable(text: str) -> bool:
+    """Whether PostgreSQL can hold ``text``: no NUL character, and UTF-8 (JSON can
+    escape a lone surrogate, which is not)."""
+    if NUL in text:
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def unstorable(exc: BaseException) -> bool:
     """Whether ``exc`` is the database driver refusing text PostgreSQL cannot hold: a NUL
     character (psycopg2 raises ValueError) or a lone surrogate (not UTF-8)."""

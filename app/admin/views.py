@@ -10,7 +10,7 @@ from flask import Blueprint, request
 from sqlalchemy.exc import SQLAlchemyError
 
 from hooklatch.endpoints.service import get_endpoint
-from hooklatch.errors import BadRequest, NotFound, StoreUnavailable, Unauthorized
+from hooklatch.errors import BadRequest, NotFound, StoreUnavailable, Unauthorized, storable
 from hooklatch.events import batches
 from hooklatch.events.browse import EventFilter, page
 from hooklatch.events.models import Event
@@ -297,14 +297,6 @@ def _text(data: dict[str, Any], name: str) -> str | None:
     value = data.get(name)
     if value is None:
         return None
-    if not isinstance(value, str) or "\x00" in value or not _encodes(value):
+    if not isinstance(value, str) or not storable(value):
         raise BadRequest(f"{name} must be text (no NUL character)", reason="bad_parameter")
     return value
-
-
-def _encodes(value: str) -> bool:
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -29,7 +29,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, defer
 
 from hooklatch.endpoints.models import Endpoint
-from hooklatch.errors import BadRequest
+from hooklatch.errors import BadRequest, storable
 from hooklatch.events.models import STATUSES, Event
 
 PAGE_SIZE = 50
@@ -212,21 +212,12 @@ def _text(name: str, value: Any) -> str | None:
     value = value.strip()
     if not value:
         return None
-    if len(value) > TEXT_LIMIT or "\x00" in value or not _encodes(value):
+    if len(value) > TEXT_LIMIT or not storable(value):
         raise BadRequest(
             f"{name} must be at most {TEXT_LIMIT} characters, with no NUL or lone surrogate",
             reason="bad_parameter",
         )
     return value
-
-
-def _encodes(value: str) -> bool:
-    """Whether ``value`` is UTF-8 (JSON can escape a lone surrogate, which is not)."""
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _when(name: str, value: str | None, now: datetime) -> datetime | None:

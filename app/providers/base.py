@@ -37,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.errors import MalformedRequest, VerificationError, storable
 
 # Reading what a sender wrote (timestamps, times, JSON): importable from here, as plugins
 # always have for json_object and occurred_at.
@@ -107,15 +107,8 @@ class IncomingEvent:
 
 
 def _storable(value: object) -> bool:
-    """Text PostgreSQL can hold in a String(255) column: no NUL, valid UTF-8 (JSON can
-    escape a lone surrogate, which is not)."""
-    if not isinstance(value, str) or len(value) > MAX_KEY_LENGTH or "\x00" in value:
-        return False
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
+    """Text PostgreSQL can hold in a String(255) column."""
+    return isinstance(value, str) and len(value) <= MAX_KEY_LENGTH and storable(value)
 
 
 class KeyedEvent(Protocol):

@@ -263,7 +263,7 @@ def _received(header: str) -> bytes:
 
 
 def _shell_word(data: bytes) -> str:
-    """One POSIX shell word that gives back exactly ``data`` and shows only printable ASCII:
+    """One bash (or zsh, ksh) word that gives back exactly ``data`` and shows only printable ASCII:
     quoted as it is when it is printable ASCII, else in bash's ``$'...'`` with every other
     byte written ``\\xHH``. Shown as text, a C1 control (U+0080 to U+009F) reached the
     terminal of whoever pasted it, and a byte over 0x7F came back in the terminal's
