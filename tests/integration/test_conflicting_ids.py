@@ -53,6 +53,7 @@ def runs(runtime):
         return connection.execute(select(seen).order_by(seen.c.id)).all()
 
 
+@pytest.mark.slow
 def test_a_captured_body_sent_under_a_future_id_does_not_silence_the_real_event(
     procs, proc_settings, runtime
 ):

@@ -21,8 +21,11 @@ from tests.support.tokens import AUTH
 
 pytestmark = pytest.mark.slow
 
-# A live event's handler starts within this long of its delivery, during the replay.
-LIVE_WAIT_BOUND = 2.0
+# A live event's handler starts within this long of its delivery, during the replay. Far
+# above what it takes on a loaded machine (bench/replay.py: at most 607 ms, load 1.6 to
+# 9.0 on two cores), far below the 10 to 14 s a live event waited behind the batch's
+# replays when they shared its queue.
+LIVE_WAIT_BOUND = 5.0
 
 
 def dead_events(client, runtime, endpoint, count_, prefix):
