@@ -289,6 +289,7 @@ def test_the_lockout_and_sign_out_hold_on_the_embedded_default(on_sqlite):
     assert api(app, AUTH, NEIGHBOUR).status_code == 200
 
 
+@pytest.mark.slow
 def test_behind_the_shipped_nginx_one_guesser_locks_out_only_itself(procs, settings, tmp_path):
     """Every request reaches the web process from nginx's address: counted against that,
     one guesser on the internet would lock every operator and Prometheus out. nginx
