@@ -216,9 +216,7 @@ def test_a_conflicting_delivery_is_kept_apart_on_the_embedded_default(sqlite_cli
     assert load_event(runtime, real).body == order(1002, 990)
 
 
-def test_an_endpoint_whose_sender_changes_bodies_on_retries_keeps_them_duplicates(
-    client, runtime
-):
+def test_an_endpoint_whose_sender_changes_bodies_on_retries_keeps_them_duplicates(client, runtime):
     """generic-hmac with retries_change_body=true: a retry whose attempt counter changed
     is the same event, as it was before conflicts were kept apart."""
     options = {**OPTIONS, "retries_change_body": "true"}
