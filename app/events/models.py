@@ -237,6 +237,7 @@ class Replay(Base):
     requested_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # pending; once run succeeded, failed or stale; or cancelled with its bulk replay
     # before any worker started it.
+    # pending, then succeeded, failed, stale, skipped (its event ran since) or cancelled.
     status: Mapped[str] = mapped_column(String(16), default=PENDING, index=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     error: Mapped[str | None] = mapped_column(Text)

@@ -360,7 +360,11 @@ def _duplicate_of(
         )
         if delivered.keeps_apart(item):
             return _store(connection, delivered, item, Conflict(event_id, delivered.digest))
-        why = "the id is signed" if item.id_signed else "the request carries several events"
+        why = (
+            "the id is the sender's own (signed, or the endpoint says its retries change the body)"
+            if item.id_signed
+            else "the request carries several events"
+        )
         log.warning(
             "event id reused with a different body: a duplicate, since %s",
             why,

@@ -27,7 +27,8 @@ import math
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -52,9 +53,6 @@ REMEMBERED = 10_000
 # While the database does not answer, the guard says so at most this often.
 WARN_EVERY_SECONDS = 60.0
 GUARD = "hooklatch.token_guard"
-# Locks among which the addresses' turns are shared (a fixed number: a flood from many
-# addresses makes none).
-TURNS = 64
 
 
 def token_hash(token: str) -> str:
@@ -95,13 +93,13 @@ def requester(peer: str | None, forwarded_for: str | None, trusted: Sequence[str
     socket) is a proxy on this host: taken as trusted."""
     hops = [hop.strip() for hop in (forwarded_for or "").split(",")]
     address = peer
-    local = not _parses(peer or "")
-    while hops and (local or _within(address, trusted)):
+    local = _ip(peer) is None
+    while hops and (local or within(address, trusted)):
         local = False
-        hop = hops.pop()
-        if not _parses(hop):
+        hop = _ip(hops.pop())
+        if hop is None:
             break
-        address = hop
+        address = str(hop)
     return address
 
 
@@ -114,20 +112,30 @@ def request_address() -> str | None:
     return requester(request.remote_addr, forwarded, settings.trusted_proxies)
 
 
-def _within(address: str | None, networks: Sequence[str]) -> bool:
-    try:
-        ip = ipaddress.ip_address(address or "")
-    except ValueError:
-        return False
-    return any(ip in ipaddress.ip_network(network, strict=False) for network in networks)
+def within(address: str | None, networks: Sequence[str]) -> bool:
+    """Whether ``address`` is in one of ``networks`` (an IPv4-mapped IPv6 address, as a
+    dual-stack socket gives, as IPv4)."""
+    ip = _ip(address)
+    return ip is not None and any(
+        ip in ipaddress.ip_network(network, strict=False) for network in networks
+    )
 
 
-def _parses(text: str) -> bool:
+def _ip(text: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """An address as a peer or a proxy writes it: with or without a port
+    (``203.0.113.7:51234``, ``[2001:db8::1]:443``); IPv4-mapped as IPv4; None if none."""
+    text = (text or "").strip()
+    if text.startswith("["):
+        text = text[1:].partition("]")[0]
+    elif text.count(":") == 1:
+        text = text.partition(":")[0]
     try:
-        ipaddress.ip_address(text)
+        ip = ipaddress.ip_address(text)
     except ValueError:
-        return False
-    return True
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
 
 
 def client_address(address: str | None) -> str:
@@ -204,7 +212,8 @@ class TokenGuard:
         self._lock = threading.Lock()
         # One token compared (and counted) at a time per address: else every request
         # already in flight is compared before the failures that lock it out are counted.
-        self._turns = [threading.Lock() for _ in range(TURNS)]
+        # An address's lock lives while requests from it wait for it.
+        self._turns: dict[str, tuple[threading.Lock, list[int]]] = {}
         self._warned_at = -math.inf
 
     def check(self, given: str, tokens: Sequence[str], *, address: str | None) -> bool:
@@ -216,13 +225,48 @@ class TokenGuard:
         self._refuse_if_locked_out(client)
         if not given:
             return False
-        with self._turns[hash(client) % TURNS]:
+        with self._turn(client):
             self._refuse_if_locked_out(client)  # found by the request this one waited for
+            if self._full():
+                self._refuse_if_stored(client)  # one this process could not remember
             # Every token compared, in constant time.
             matched = [hmac.compare_digest(given.encode(), token.encode()) for token in tokens]
             if any(matched):
                 return True
             return self._failed(client)
+
+    @contextmanager
+    def _turn(self, client: str) -> Iterator[None]:
+        with self._lock:
+            lock, waiting = self._turns.setdefault(client, (threading.Lock(), [0]))
+            waiting[0] += 1
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                waiting[0] -= 1
+                if not waiting[0]:
+                    del self._turns[client]
+
+    def _full(self) -> bool:
+        with self._lock:
+            return len(self._seen) >= REMEMBERED
+
+    def _refuse_if_stored(self, client: str) -> None:
+        """While the lockouts seen overflow what a process remembers, the database is
+        asked before any token is compared."""
+        now = self.runtime.clock()
+        try:
+            with self.runtime.session_factory() as session:
+                until = session.scalar(
+                    select(TokenFailures.locked_until).where(TokenFailures.address == client)
+                )
+        except SQLAlchemyError as exc:
+            self._warn("read", exc)
+            return
+        if until is not None and until > now:
+            raise _refusal(until, now)
 
     def _refuse_if_locked_out(self, client: str) -> None:
         now = self.runtime.clock()
@@ -261,7 +305,7 @@ class TokenGuard:
             if len(self._seen) >= REMEMBERED:
                 now = self.runtime.clock()
                 self._seen = {c: u for c, u in self._seen.items() if u > now}
-            if len(self._seen) < REMEMBERED:  # else the database still says so
+            if len(self._seen) < REMEMBERED:  # else checks ask the database (_full)
                 self._seen[client] = until
 
     def _count(self, client: str, now: datetime) -> Lockout | None:

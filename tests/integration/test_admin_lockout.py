@@ -21,6 +21,7 @@ from alembic import command
 from hooklatch import create_app
 from hooklatch.errors import TooManyAttempts
 from hooklatch.migrations import alembic_config
+from hooklatch.operations import access
 from hooklatch.operations.access import TokenGuard
 from tests.support.console import csrf_of, signed_in
 from tests.support.database import count
@@ -160,6 +161,48 @@ def test_guesses_in_flight_at_once_are_compared_no_more_than_the_limit_allows(ap
     with pytest.raises(TooManyAttempts):
         guard.check(ADMIN_TOKEN, tokens, address=ATTACKER)
     assert tokens.compared == 5
+
+
+def test_a_process_whose_memory_of_lockouts_is_full_asks_the_database(app_with, monkeypatch):
+    """Lockouts past what a process remembers (someone locking out many addresses) are
+    read from the database before a token is compared: the right one too is refused."""
+    monkeypatch.setattr(access, "REMEMBERED", 2)
+    app = app_with(admin_lockout_failures=2, admin_lockout_seconds=900)
+    for address in ("198.51.100.1", "198.51.100.2", ATTACKER):
+        assert [api(app, WRONG, address).status_code for _ in range(2)] == [401, 429]
+    assert api(app, AUTH, ATTACKER).status_code == 429  # not remembered: read
+    assert api(app, AUTH, NEIGHBOUR).status_code == 200
+
+
+def test_a_right_token_never_waits_for_another_addresses_failure(app_with, runtime):
+    """Each address takes its turn alone: a wrong token whose failure cannot be written
+    (its row locked by someone else) holds up its own address only."""
+    app = app_with(admin_lockout_failures=5)
+    guard = TokenGuard(app.extensions["hooklatch"])
+    api(app, WRONG, ATTACKER)  # its row exists
+    with runtime.engine.connect() as holder:
+        holder.exec_driver_sql(
+            "SELECT 1 FROM token_failures WHERE address = %s FOR UPDATE", (ATTACKER,)
+        )
+        with ThreadPoolExecutor(2) as pool:
+            stuck = pool.submit(
+                guard.check, "guess-" + "0123456789abcdef" * 2, [ADMIN_TOKEN], address=ATTACKER
+            )
+            time.sleep(0.2)  # it waits for the row
+
+            def others():  # enough addresses that locks shared by hash would put one beside it
+                return all(
+                    guard.check(ADMIN_TOKEN, [ADMIN_TOKEN], address=f"10.0.{n // 250}.{n % 250}")
+                    for n in range(1000)
+                )
+
+            answered = pool.submit(others)
+            try:
+                assert answered.result(timeout=10)
+                assert not stuck.done()
+            finally:
+                holder.rollback()
+            assert stuck.result(timeout=10) is False
 
 
 def test_an_ipv6_client_is_counted_by_its_64_bit_prefix(app_with):

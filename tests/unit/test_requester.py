@@ -33,3 +33,10 @@ def test_a_proxy_on_a_unix_socket_is_trusted_whatever_the_setting():
     assert requester("", "203.0.113.7", ()) == "203.0.113.7"
     assert requester(None, "198.51.100.1, 203.0.113.7", PROXIES) == "203.0.113.7"
     assert requester("", None, PROXIES) == ""
+
+
+def test_an_ipv4_mapped_proxy_is_the_proxy_and_a_hop_with_a_port_is_its_address():
+    """A dual-stack socket gives nginx as ::ffff:127.0.0.1; some proxies write a port."""
+    assert requester("::ffff:127.0.0.1", "203.0.113.7", PROXIES) == "203.0.113.7"
+    assert requester("127.0.0.1", "203.0.113.7:51234", PROXIES) == "203.0.113.7"
+    assert requester("127.0.0.1", "[2001:db8::1]:443", PROXIES) == "2001:db8::1"

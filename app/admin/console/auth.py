@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import logging
 from datetime import timedelta
 from typing import Any
@@ -163,20 +162,10 @@ def _cookie_token() -> str | None:
 def _proxy_user(settings: Settings) -> str | None:
     """The name a trusted reverse proxy (oauth2-proxy) put in its header, or None."""
     header = settings.admin_proxy_header
-    if not header or not _trusted(request.remote_addr, settings.admin_proxy_ips):
+    if not header or not access.within(request.remote_addr, settings.admin_proxy_ips):
         return None
     name = request.headers.get(header, "").strip()
     return name[:NAME_LENGTH] or None
-
-
-def _trusted(address: str | None, networks: tuple[str, ...]) -> bool:
-    if not address:
-        return False
-    try:
-        peer = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return any(peer in ipaddress.ip_network(n, strict=False) for n in networks)
 
 
 @bp.after_request
