@@ -137,7 +137,7 @@ def _processed_since(session: Session, event: Event, replay: Replay) -> bool:
     for. Attempts' ids tell which came later, whatever the clocks of the hosts that wrote
     them: the request waited for any attempt under way (the event's row lock)."""
     if event.status != PROCESSED or replay.after_attempt_id is None:
-        return False  # (a replay asked for before its attempt was recorded: runs)
+        return False  # asked for before replays recorded it (migration 0014): runs
     later = select(Attempt.id).where(
         Attempt.event_id == event.id,
         Attempt.replay_id.is_(None),
