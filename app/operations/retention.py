@@ -317,16 +317,20 @@ def _deletable(cutoff: datetime) -> ColumnElement[bool]:
 
 
 def _no_sibling_kept(cutoff: datetime) -> ColumnElement[bool]:
-    """Every event stored under one id (the first and its conflicts) goes together, once
-    the newest is past the clock and none is pending: without the first, a retry of a
-    conflict's body would be stored as new under the id and run again. Probed through the
-    dedupe key's (endpoint_id, external_id) prefix."""
-    sibling = aliased(Event)
-    return ~exists().where(
-        sibling.endpoint_id == Event.endpoint_id,
-        sibling.external_id == Event.external_id,
-        sibling.id != Event.id,
-        or_(sibling.received_at >= cutoff, sibling.status == PENDING),
+    """The first event stored under an id stays while a conflict of it (another body under
+    the id) is younger than the clock or pending: without it, a retry of that conflict's
+    body would be stored as new under the id and run again. A conflict goes on its own
+    clock, as any event. Probed through the dedupe key's (endpoint_id, external_id)
+    prefix, for first events only."""
+    conflict = aliased(Event)
+    return or_(
+        Event.variant != "",
+        ~exists().where(
+            conflict.endpoint_id == Event.endpoint_id,
+            conflict.external_id == Event.external_id,
+            conflict.variant != "",
+            or_(conflict.received_at >= cutoff, conflict.status == PENDING),
+        ),
     )
 
 
@@ -341,7 +345,11 @@ def _oldest_expired(session: Session, payload_cutoff: datetime, dedupe_cutoff: d
         (payload_cutoff, _prunable(payload_cutoff)),
         (dedupe_cutoff, _deletable(dedupe_cutoff)),
     ):
-        oldest = session.scalar(select(func.min(Event.received_at)).where(condition))
+        # The first by received_at's index, rather than min() over every match (which a
+        # planner without statistics answered by hashing every row after the cutoff).
+        oldest = session.scalar(
+            select(Event.received_at).where(condition).order_by(Event.received_at).limit(1)
+        )
         if oldest is not None:
             ages.append((cutoff - oldest).total_seconds())
     return max(ages)

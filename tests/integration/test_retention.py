@@ -475,16 +475,19 @@ def test_the_first_event_of_an_id_stays_while_a_conflict_of_it_is_younger_than_t
         return client.post(f"/hooks/{endpoint}", data=body, headers=headers).json
 
     first = deliver(FIRST_SEEN, 1)["events"][0]["id"]
+    early = deliver(FIRST_SEEN + timedelta(seconds=30), 7)["events"][0]["id"]
     later = FIRST_SEEN + timedelta(days=29)
     conflict = deliver(later, 1002)["events"][0]["id"]
     drain(runtime)
 
-    assert cleanup_at(runtime, DEDUPE_EXPIRED).once().deleted == 0  # the first stays
+    # The first stays; an old conflict goes on its own clock, as any event.
+    assert cleanup_at(runtime, DEDUPE_EXPIRED).once().deleted == 1
+    assert load_event(runtime, early) is None and load_event(runtime, first) is not None
     retry = deliver(DEDUPE_EXPIRED, 1002)  # the provider retries the real event
     assert (retry["status"], retry["events"][0]["id"]) == ("duplicate", conflict)
 
     gone = later + timedelta(days=30, minutes=1)
-    assert cleanup_at(runtime, gone).once().deleted == 2  # the two go together
+    assert cleanup_at(runtime, gone).once().deleted == 2  # then the first, and the last
     assert (
         count(runtime, "SELECT count(*) FROM events WHERE id IN (:a, :b)", a=first, b=conflict) == 0
     )
