@@ -38,11 +38,12 @@ def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         _upgrade_elsewhere()
         return
-    op.execute("SET LOCAL lock_timeout = '10s'")
-    op.execute(
-        "ALTER TABLE events ADD COLUMN IF NOT EXISTS variant VARCHAR(64) DEFAULT '' NOT NULL, "
-        "ADD COLUMN IF NOT EXISTS conflicts_with_event_id BIGINT"
-    )
+    if not _column_exists("events", "conflicts_with_event_id"):  # (a run again takes no lock)
+        op.execute("SET LOCAL lock_timeout = '10s'")
+        op.execute(
+            "ALTER TABLE events ADD COLUMN IF NOT EXISTS variant VARCHAR(64) DEFAULT '' "
+            "NOT NULL, ADD COLUMN IF NOT EXISTS conflicts_with_event_id BIGINT"
+        )
     # Built without blocking writes: events is the table every delivery writes to, and
     # the old processes keep taking deliveries while the release step runs. An index an
     # earlier run left behind (perhaps invalid) is built again.
@@ -70,17 +71,27 @@ def _swap_keys() -> None:
         f"ALTER TABLE events DROP CONSTRAINT {OLD_KEY}, "
         f"ADD CONSTRAINT {NEW_KEY} UNIQUE USING INDEX {NEW_KEY}"
     )
+    op.execute(f"SET lock_timeout = '{SWAP_LOCK_TIMEOUT}'")
     for attempt in range(1, SWAP_TRIES + 1):
         try:
-            op.execute(f"SET lock_timeout = '{SWAP_LOCK_TIMEOUT}'")
             op.execute(swap)
-            return
+            break
         except OperationalError:
             if attempt == SWAP_TRIES:
                 raise
             time.sleep(attempt)
-        finally:
-            op.execute("RESET lock_timeout")
+    op.execute("RESET lock_timeout")
+
+
+def _column_exists(table: str, column: str) -> bool:
+    found = op.get_bind().execute(
+        sa.text(
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = :table AND column_name = :column"
+        ),
+        {"table": table, "column": column},
+    )
+    return found.first() is not None
 
 
 def _constraint_exists(name: str) -> bool:

@@ -30,18 +30,20 @@ WAITING_REPLAYS = sa.text("job_id IS NULL AND replay_id IS NOT NULL")
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("replays") as batch:
-        batch.add_column(sa.Column("after_attempt_id", sa.BigInteger(), nullable=True))
-    # Built without blocking writes on PostgreSQL: every delivery writes an outbox row.
+    if op.get_bind().dialect.name != "postgresql":
+        with op.batch_alter_table("replays") as batch:
+            batch.add_column(sa.Column("after_attempt_id", sa.BigInteger(), nullable=True))
+        op.create_index(NAME, "outbox", ["id"], sqlite_where=WAITING_REPLAYS)
+        return
+    # Every step can run again after a release step that stopped half way: the index is
+    # built outside a transaction, without blocking writes (every delivery writes an
+    # outbox row), and one left invalid by a stopped build is built again.
+    op.execute("SET LOCAL lock_timeout = '10s'")
+    op.execute("ALTER TABLE replays ADD COLUMN IF NOT EXISTS after_attempt_id BIGINT")
     with op.get_context().autocommit_block():
+        op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {NAME}")
         op.create_index(
-            NAME,
-            "outbox",
-            ["id"],
-            postgresql_where=WAITING_REPLAYS,
-            sqlite_where=WAITING_REPLAYS,
-            postgresql_concurrently=True,
-            if_not_exists=True,
+            NAME, "outbox", ["id"], postgresql_where=WAITING_REPLAYS, postgresql_concurrently=True
         )
 
 

@@ -107,3 +107,17 @@ def test_a_release_step_stopped_half_way_through_0012_runs_again_to_the_end():
         finally:
             engine.dispose()
         _assert_upgrades_without_drift(url)
+
+
+def test_a_release_step_stopped_half_way_through_0014_runs_again_to_the_end():
+    """0014 adds its column, then builds its index outside a transaction: stopped during
+    the build, 0013 is still recorded with the column there."""
+    with fresh_database("hooklatch_migrations") as url:
+        command.upgrade(alembic_config(url), "0013")
+        engine = make_engine(url)
+        try:
+            with engine.begin() as connection:
+                connection.exec_driver_sql("ALTER TABLE replays ADD COLUMN after_attempt_id BIGINT")
+        finally:
+            engine.dispose()
+        _assert_upgrades_without_drift(url)
