@@ -38,9 +38,9 @@ def ask_on_every_face(app, settings, event_id):
     return api, html.unescape(answer.get_data(as_text=True)), cli
 
 
-def test_a_replay_of_a_pending_event_is_refused_on_every_face(app, client, runtime, router):
-    """A dead event re-armed by the provider's retry is pending: its handlers run at its
-    next attempt. A replay beside it would run them twice."""
+def dead_then_fixed(client, runtime, router, external_id):
+    """An event whose handler failed its only attempt (dead), the handler since fixed:
+    its endpoint and stored id."""
     runtime.settings = replace(runtime.settings, max_attempts=1)
     healthy = {"value": False}
 
@@ -51,10 +51,17 @@ def test_a_replay_of_a_pending_event_is_refused_on_every_face(app, client, runti
             raise RuntimeError("not yet")
 
     endpoint, _ = make_endpoint(runtime)
-    event_id = deliver(client, endpoint, "evt_rearmed")
+    event_id = deliver(client, endpoint, external_id)
     drain(runtime)
     assert load_event(runtime, event_id).status == "dead"
     healthy["value"] = True
+    return endpoint, event_id
+
+
+def test_a_replay_of_a_pending_event_is_refused_on_every_face(app, client, runtime, router):
+    """A dead event re-armed by the provider's retry is pending: its handlers run at its
+    next attempt. A replay beside it would run them twice."""
+    endpoint, event_id = dead_then_fixed(client, runtime, router, "evt_rearmed")
     again = deliver(client, endpoint, "evt_rearmed")  # the provider's retry re-arms it
     assert again == event_id and load_event(runtime, event_id).status == "pending"
 
@@ -162,20 +169,7 @@ def test_a_replay_asked_for_before_a_provider_retry_rearms_the_event_runs_its_ha
 ):
     """The replay was accepted while the event was dead; the provider's retry then re-arms
     it, and its attempt runs first. The replay, which was for the same run, is skipped."""
-    runtime.settings = replace(runtime.settings, max_attempts=1)
-    healthy = {"value": False}
-
-    @router.on("stripe", "invoice.paid")
-    def flaky(event, ctx):
-        write_effect(event, ctx)
-        if not healthy["value"]:
-            raise RuntimeError("not yet")
-
-    endpoint, _ = make_endpoint(runtime)
-    event_id = deliver(client, endpoint, "evt_replayed_then_rearmed")
-    drain(runtime)
-    assert load_event(runtime, event_id).status == "dead"
-    healthy["value"] = True
+    endpoint, event_id = dead_then_fixed(client, runtime, router, "evt_replayed_then_rearmed")
     asked = client.post(f"/admin/events/{event_id}/replay", json={"reason": "fixed"}, headers=AUTH)
     assert asked.status_code == 202, asked.json
     assert deliver(client, endpoint, "evt_replayed_then_rearmed") == event_id  # re-armed
