@@ -36,7 +36,6 @@ or a request not answered 200, never on figures.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import statistics
 import time
@@ -50,7 +49,7 @@ from rq import Queue
 
 from bench import load
 from bench.procs import BIN, ROOT, BenchError, MemorySampler, Procs, psql, scalar
-from bench.scenarios import Bench, Plan, echo_figures, prepared_bench
+from bench.scenarios import Bench, Plan, echo_figures, keep_results, prepared_bench
 
 REDIS_URL = "redis://127.0.0.1:6379/10"
 HANDLERS = "bench.handlers.write"  # one bench_effects row per event (its key: a double fails)
@@ -628,9 +627,7 @@ def main(smoke: bool) -> None:
         },
     }
     if not smoke:
-        path = ROOT / "bench" / "results" / f"{results['date']}-arrivals.json"
-        results["file"] = str(path.relative_to(ROOT))
-        path.write_text(json.dumps(results, indent=2) + "\n")
+        keep_results(results, "arrivals")
     echo_figures(results, summary(results))
     if smoke:
         click.echo("smoke run: every scenario ran and was checked; its figures are not kept")

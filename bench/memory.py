@@ -53,7 +53,7 @@ from bench import arrivals, load, ordering
 from bench.copies import one_process
 from bench.ordering import Side, cpu_probe, git, run_quietly
 from bench.procs import ROOT, BenchError, Procs, free_port, wait_http
-from bench.scenarios import Bench, Plan, _wait_children, echo_figures, prepared_bench
+from bench.scenarios import Bench, Plan, _wait_children, echo_figures, keep_results, prepared_bench
 
 BASELINE = "adf8674"  # the last commit whose claims read every event's body
 REDIS_URL = "redis://127.0.0.1:6379/15"
@@ -460,9 +460,7 @@ def main(smoke: bool) -> None:
         "targets": targets(large, small, copies),
     }
     if not smoke:
-        path = ROOT / "bench" / "results" / f"{results['date']}-memory.json"
-        results["file"] = str(path.relative_to(ROOT))
-        path.write_text(json.dumps(results, indent=2) + "\n")
+        keep_results(results, "memory")
     echo_figures(results, summary(results))
     if smoke:
         click.echo("smoke run: every scenario ran and was checked; its figures are not kept")

@@ -62,7 +62,7 @@ from bench import arrivals, load
 from bench.arrivals import ArrivalsPlan
 from bench.handlers import timed  # its table is created with the others, by Bench.prepare
 from bench.procs import BIN, ROOT, BenchError, Procs, free_port, psql, wait_http
-from bench.scenarios import Bench, Plan, _wait_children, echo_figures, prepared_bench
+from bench.scenarios import Bench, Plan, _wait_children, echo_figures, keep_results, prepared_bench
 
 BASELINE = "144e242"  # the last commit before per-entity ordering
 REDIS_URL = "redis://127.0.0.1:6379/14"
@@ -679,9 +679,7 @@ def keys_at(commit: str) -> None:
         "plan": asdict(plan),
         "hot_key": b,
     }
-    path = ROOT / "bench" / "results" / f"{results['date']}-ordering-keys-{side.commit}.json"
-    results["file"] = str(path.relative_to(ROOT))
-    path.write_text(json.dumps(results, indent=2) + "\n")
+    keep_results(results, f"ordering-keys-{side.commit}")
     echo_figures(results, key_lines(b))
 
 
@@ -732,9 +730,7 @@ def main(smoke: bool, commit: str | None) -> None:
         "targets": targets(a, b),
     }
     if not smoke:
-        path = ROOT / "bench" / "results" / f"{results['date']}-ordering.json"
-        results["file"] = str(path.relative_to(ROOT))
-        path.write_text(json.dumps(results, indent=2) + "\n")
+        keep_results(results, "ordering")
     echo_figures(results, summary(results))
     if smoke:
         click.echo("smoke run: every scenario ran and was checked; its figures are not kept")

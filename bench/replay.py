@@ -26,7 +26,6 @@ bench/results/<date>-replay.json). Smoke runs fail only on a check, never on a f
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import subprocess
 import threading
@@ -40,7 +39,7 @@ import requests
 from bench import load
 from bench.handlers import paced  # noqa: F401  (its table is created with the others)
 from bench.procs import ROOT, BenchError, psql, scalar, wait_until
-from bench.scenarios import Bench, Plan, echo_figures, prepared_bench
+from bench.scenarios import Bench, Plan, echo_figures, keep_results, prepared_bench
 
 REDIS_URL = "redis://127.0.0.1:6379/12"
 HANDLERS = "bench.handlers.paced"
@@ -300,9 +299,7 @@ def main(smoke: bool) -> None:
         "figures": figures,
     }
     if not smoke:
-        path = ROOT / "bench" / "results" / f"{results['date']}-replay.json"
-        results["file"] = str(path.relative_to(ROOT))
-        path.write_text(json.dumps(results, indent=2) + "\n")
+        keep_results(results, "replay")
     echo_figures(results, summary(figures))
     if smoke:
         click.echo("smoke run: every check passed; its figures are not kept")

@@ -22,7 +22,6 @@ or doubled event (every delivery answered 200, every event's handler run once).
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 import threading
 import time
@@ -33,8 +32,8 @@ from typing import Any
 import click
 
 from bench import load
-from bench.procs import BIN, ROOT, BenchError, Procs, psql, scalar, wait_until
-from bench.scenarios import Bench, Plan, echo_figures, prepared_bench
+from bench.procs import BIN, BenchError, Procs, psql, scalar, wait_until
+from bench.scenarios import Bench, Plan, echo_figures, keep_results, prepared_bench
 
 REDIS_URL = "redis://127.0.0.1:6379/11"
 DAY = 86400.0
@@ -322,9 +321,7 @@ def main(smoke: bool) -> None:
         bench.log("retention: soak")
         results["soak"] = soak(bench, plan)
     if not smoke:
-        path = ROOT / "bench" / "results" / f"{results['date']}-retention.json"
-        results["file"] = str(path.relative_to(ROOT))
-        path.write_text(json.dumps(results, indent=2) + "\n")
+        keep_results(results, "retention")
     echo_figures(results, summary(results))
 
 

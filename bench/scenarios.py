@@ -658,6 +658,13 @@ def prepared_bench(plan: Plan, redis_url: str) -> Iterator[Bench]:
             raise click.ClickException(str(exc)) from exc
 
 
+def keep_results(results: dict[str, Any], name: str) -> None:
+    """Write ``results`` to bench/results/<date>-<name>.json, and name the file in them."""
+    path = ROOT / "bench" / "results" / f"{results['date']}-{name}.json"
+    results["file"] = str(path.relative_to(ROOT))
+    path.write_text(json.dumps(results, indent=2) + "\n")
+
+
 def echo_figures(results: dict[str, Any] | None, lines: list[str], indent: str = "") -> None:
     """The figures as JSON (when given), then their summary lines."""
     if results is not None:
