@@ -1,6 +1,7 @@
 # make run: the receiver on the embedded default (SQLite, no Redis).
 # make test: lint and the whole suite (needs PostgreSQL and Redis on localhost).
 # make fmt: fix imports and formatting as lint wants them.
+# make docs: docs/configuration.md from the settings, then the docs site (strict).
 # make bench: the benchmarks (also needs wrk and pgbench); make bench-smoke: a quick check.
 # make bench-hostile: slow clients and a flood of bad signatures (bench/hostile.py).
 # make bench-retention: cleanup's rate against ingest's, and a soak (bench/retention.py).
@@ -14,7 +15,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run install install-dev install-bench lock lint fmt test bench bench-smoke bench-hostile bench-retention bench-arrivals bench-replay bench-ordering bench-memory bench-bad-bytes chaos
+.PHONY: run install install-dev install-bench lock lint fmt test docs bench bench-smoke bench-hostile bench-retention bench-arrivals bench-replay bench-ordering bench-memory bench-bad-bytes chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,8 +58,8 @@ lock:
 	$(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/pip install --quiet pip-tools
 	$(LOCK) -o requirements/main.txt
-	$(LOCK) --extra dev -o requirements/dev.txt
-	$(LOCK) --extra dev --extra bench -o requirements/bench.txt
+	$(LOCK) --extra dev --extra docs -o requirements/dev.txt
+	$(LOCK) --extra dev --extra docs --extra bench -o requirements/bench.txt
 	.venv-lock/bin/pip-compile --quiet --generate-hashes --no-emit-index-url \
 		--no-emit-find-links requirements/fast.in -o requirements/fast.txt
 
@@ -80,6 +81,13 @@ fmt: install-dev
 
 test: lint
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+# The pages of docs/ as a site (mkdocs.yml), into site/. Strict: a broken link or anchor,
+# or a page left out of nav, fails it. The configuration page is written from the table
+# in app/settings_reference.py first (a test fails when the committed one differs).
+docs: install-dev
+	$(BIN)/python -m hooklatch.settings_reference docs/configuration.md
+	$(BIN)/mkdocs build --strict --quiet
 
 bench: install-bench
 	$(BIN)/python -m bench

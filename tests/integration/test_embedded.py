@@ -76,6 +76,15 @@ def test_readme_first_screen_gives_the_run_and_test_commands():
     assert "make test" in first_screen
 
 
+def test_readme_fits_on_two_screens_and_links_the_docs():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    # The rest is in docs/: each page the README sends a reader to is there.
+    linked = re.findall(r"\]\((docs/[^)#]+)", readme)
+    assert "docs/index.md" in linked
+    assert [page for page in linked if not (ROOT / page).is_file()] == []
+
+
 @pytest.mark.slow
 def test_readme_run_command_works_from_a_fresh_clone(procs, tmp_path):
     clone = tmp_path / "clone"

@@ -1,7 +1,7 @@
 """Each built-in provider says whether the signature covers an event's id: where it does,
 another body under a stored id can only be the provider's own re-send (a duplicate);
 where it does not, it is kept as a conflict (docs/plugins.md, "Event ids"). The answers
-here are the README's table."""
+here are the table of docs/providers.md ("What a signature covers")."""
 
 import json
 from datetime import UTC, datetime
