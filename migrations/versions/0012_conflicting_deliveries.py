@@ -65,8 +65,7 @@ def upgrade() -> None:
 
 def _swap_keys() -> None:
     """The new key takes over. From here, web processes of the previous version, whose
-    statement names the old key, answer deliveries 503 until they are replaced (README,
-    "Upgrading to this version")."""
+    statement names the old key, answer deliveries 503 until they are replaced (docs/upgrading.md)."""
     swap = (
         f"ALTER TABLE events DROP CONSTRAINT {OLD_KEY}, "
         f"ADD CONSTRAINT {NEW_KEY} UNIQUE USING INDEX {NEW_KEY}"

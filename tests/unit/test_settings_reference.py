@@ -3,11 +3,13 @@ exactly the environment variables the code reads: one read nowhere described, or
 that nothing reads, fails here."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 from hooklatch import settings_reference
+from hooklatch.settings import Settings
 from tests.support.install import ROOT
 
 PAGE = ROOT / "docs" / "configuration.md"
@@ -127,3 +129,53 @@ def test_a_table_cell_cannot_break_the_table(tmp_path: Path):
     written = tmp_path / "configuration.md"
     assert settings_reference.main([str(written)]) == 0
     assert written.read_text() == settings_reference.page()
+
+
+def _shown(value: object) -> str:
+    """A default as the reference writes it."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    if isinstance(value, Path):
+        return f"./{value.relative_to(Path.cwd())}"
+    return str(value)
+
+
+def settings_fields() -> dict[str, str]:
+    """Each variable Settings.from_env reads into a field of its own, with that field."""
+    tree = ast.parse((ROOT / "app" / "settings.py").read_text())
+    [from_env] = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and node.name == "from_env"
+    ]
+    fields = {}
+    for node in ast.walk(from_env):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "cls":
+            for keyword in node.keywords:
+                names = {
+                    key.value
+                    for sub in ast.walk(keyword.value)
+                    for key in _keys(sub)
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str)
+                }
+                if len(names) == 1 and keyword.arg:
+                    fields[names.pop()] = keyword.arg
+    return fields
+
+
+def test_each_default_shown_is_the_one_settings_uses():
+    defaults = Settings()
+    fields = settings_fields()
+    assert len(fields) > 40
+    wrong = []
+    for setting in settings_reference.SETTINGS:
+        shown = re.match(r"`([^`]*)`", setting.default)
+        if setting.name in fields and shown:
+            actual = getattr(defaults, fields[setting.name])
+            if shown[1] != _shown(actual):
+                wrong.append(f"{setting.name}: shown {shown[1]!r}, Settings has {actual!r}")
+    assert wrong == [], f"fix app/settings_reference.py, then run {REMAKE}: {wrong}"
