@@ -73,6 +73,13 @@ class BadRequest(HooklatchError):
     reason = "bad_request"
 
 
+class Conflict(HooklatchError):
+    """The request cannot be carried out on the resource as it stands."""
+
+    status_code = 409
+    reason = "conflict"
+
+
 class UnstorableText(BadRequest):
     """The request holds a NUL character or a lone surrogate, which cannot be stored."""
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TextIO
 
 import click
-from sqlalchemy import select
 
 from hooklatch.cli.context import cli_actor, friendly, runtime_of
 from hooklatch.cli.output import echo_json, emit
@@ -25,22 +24,9 @@ def endpoints() -> None:
 def _endpoint_json(
     runtime: Runtime, endpoint: Endpoint, secrets: list[str] | None = None
 ) -> dict[str, Any]:
-    from hooklatch.endpoints.service import endpoint_url, shown_options
-    from hooklatch.ordering.service import ordering_of
+    from hooklatch.endpoints.serialize import describe_endpoint
 
-    data: dict[str, Any] = {
-        "id": endpoint.id,
-        "name": endpoint.name,
-        "provider": endpoint.provider,
-        "enabled": endpoint.enabled,
-        "url": endpoint_url(runtime.settings.public_url, endpoint),
-        "secrets": [
-            {"id": s.id, "fingerprint": s.fingerprint, "created_at": s.created_at.isoformat()}
-            for s in endpoint.secrets
-        ],
-        "options": shown_options(endpoint.options),
-        "ordering": ordering_of(endpoint),
-    }
+    data = describe_endpoint(endpoint, public_url=runtime.settings.public_url)
     if secrets is not None:
         data["secret_values"] = secrets
     return data
@@ -121,12 +107,11 @@ def _key_values(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.pass_context
 def endpoints_list(ctx: click.Context, as_json: bool) -> None:
     """Every endpoint: id, provider, name, state and URL."""
+    from hooklatch.endpoints.serialize import page
+
     runtime = runtime_of(ctx)
     with runtime.session_factory() as session:
-        rows = [
-            _endpoint_json(runtime, e)
-            for e in session.scalars(select(Endpoint).order_by(Endpoint.created_at))
-        ]
+        rows = [_endpoint_json(runtime, e) for e in page(session)[0]]
     emit(rows, as_json=as_json, line=_endpoint_line)
 
 
@@ -143,17 +128,15 @@ def _endpoint_line(row: dict[str, Any]) -> str:
 def endpoints_show(ctx: click.Context, endpoint: str, reveal: bool) -> None:
     """The endpoint, its secrets' fingerprints, its refused deliveries by reason, and how
     many of its events repeat an earlier event's body, or its id with another body."""
-    from hooklatch.endpoints.service import get_endpoint, refusal_counts
-    from hooklatch.events.serialize import conflicts, repeated_bodies
+    from hooklatch.endpoints.serialize import endpoint_details
+    from hooklatch.endpoints.service import get_endpoint
 
     runtime = runtime_of(ctx)
     with runtime.session_factory() as session:
         row = get_endpoint(session, endpoint)
-        secrets = [runtime.box.decrypt(s.ciphertext) for s in row.secrets] if reveal else None
-        data = _endpoint_json(runtime, row, secrets)
-        data["refused"] = refusal_counts(session, row.id)
-        data["repeated_bodies"] = repeated_bodies(session, row.id)
-        data["conflicts"] = conflicts(session, row.id)
+        data = endpoint_details(session, row, public_url=runtime.settings.public_url)
+        if reveal:
+            data["secret_values"] = [runtime.box.decrypt(s.ciphertext) for s in row.secrets]
         echo_json(data)
 
 

@@ -9,8 +9,10 @@ from sqlalchemy.orm import Session
 
 from hooklatch.crypto import SecretBox
 from hooklatch.endpoints.models import Endpoint, EndpointSecret
-from hooklatch.endpoints.service import add_secret, remove_secret
+from hooklatch.endpoints.service import add_secret, generate_secret, remove_secret
+from hooklatch.errors import BadRequest
 from hooklatch.operations import audit
+from hooklatch.providers.base import Provider
 
 
 def set_enabled(
@@ -42,6 +44,20 @@ def created(session: Session, endpoint: Endpoint, *, actor: str, now: datetime) 
             "secrets": [s.fingerprint for s in endpoint.secrets],
         },
     )
+
+
+def secret_to_add(provider: Provider, given: str | None) -> tuple[str, bool]:
+    """The secret to add and whether it was generated: the one given, else one generated
+    where the receiver chooses it (GitHub). Where the provider chooses it (Stripe), one
+    must be given: 400 ``empty_secret``."""
+    if given:
+        return given, False
+    if not provider.generates_secret:
+        raise BadRequest(
+            f"{provider.name} chooses its signing secrets: paste the one it shows",
+            reason="empty_secret",
+        )
+    return generate_secret(), True
 
 
 def secret_added(

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from hooklatch.db import Base, UTCDateTime, utcnow
 
 ID_LENGTH = 40  # "ep_" and 20 hex digits, as create_endpoint makes them
+NAME_LENGTH = 200
 
 
 class Endpoint(Base):
@@ -18,7 +19,7 @@ class Endpoint(Base):
     __tablename__ = "endpoints"
 
     id: Mapped[str] = mapped_column(String(ID_LENGTH), primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
     provider: Mapped[str] = mapped_column(String(64))
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -15,8 +15,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from hooklatch.crypto import SecretBox
-from hooklatch.endpoints.models import ID_LENGTH, Endpoint, EndpointSecret, Refusal
-from hooklatch.errors import BadRequest, NotFound, SecretUnavailable
+from hooklatch.endpoints.models import (
+    ID_LENGTH,
+    NAME_LENGTH,
+    Endpoint,
+    EndpointSecret,
+    Refusal,
+)
+from hooklatch.errors import BadRequest, Conflict, NotFound, SecretUnavailable, storable
 from hooklatch.ordering.keys import OrderingSettings
 from hooklatch.providers.base import Provider
 
@@ -131,10 +137,14 @@ def create_endpoint(
     Where the provider chooses it (Stripe shows it only once it has the URL), the endpoint
     starts with none and refuses every delivery (no_secret) until one is added.
     """
+    if not 0 < len(name) <= NAME_LENGTH or not storable(name):
+        raise BadRequest(
+            f"a name is 1 to {NAME_LENGTH} characters, with no NUL", reason="bad_parameter"
+        )
     if not secrets and provider.generates_secret:
         secrets = [generate_secret()]
     if session.scalar(select(Endpoint.id).where(Endpoint.name == name)) is not None:
-        raise BadRequest(f"an endpoint named {name!r} exists already", reason="name_taken")
+        raise Conflict(f"an endpoint named {name!r} exists already", reason="name_taken")
     try:
         checked = provider.check_options(dict(options or {}))
     except ValueError as exc:
@@ -215,7 +225,7 @@ def remove_secret(session: Session, endpoint: Endpoint, secret_ref: str) -> Endp
     if not matches:
         raise NotFound(f"endpoint {endpoint.id} has no secret {secret_ref!r}")
     if len(endpoint.secrets) == 1:
-        raise BadRequest(
+        raise Conflict(
             "cannot remove the endpoint's only secret: add the new one first",
             reason="last_secret",
         )

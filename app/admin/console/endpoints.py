@@ -16,7 +16,6 @@ from hooklatch.endpoints import changes
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.endpoints.service import (
     endpoint_url,
-    generate_secret,
     get_endpoint,
     refusal_counts,
 )
@@ -113,12 +112,7 @@ def add_secret(endpoint_id: str) -> Any:
     given = request.form.get("secret", "").strip()
     with runtime.session_factory.begin() as session:
         row = get_endpoint(session, endpoint_id)
-        if not given and not runtime.provider(row.provider).generates_secret:
-            raise BadRequest(
-                f"{row.provider} chooses its signing secrets: paste the one it shows",
-                reason="empty_secret",
-            )
-        secret = given or generate_secret()
+        secret, _ = changes.secret_to_add(runtime.provider(row.provider), given)
         added = changes.secret_added(
             session, row, secret, box=runtime.box, actor=actor(), now=runtime.clock()
         )
