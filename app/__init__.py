@@ -38,8 +38,7 @@ def create_app(
     from flask import Flask
 
     from hooklatch import logs
-    from hooklatch.admin import console
-    from hooklatch.admin.views import bp as admin_bp
+    from hooklatch.admin import console, init_api
     from hooklatch.errors import refuse_nul, register_error_handlers
     from hooklatch.health import bp as health_bp
     from hooklatch.ingest.views import IngestRoute
@@ -56,7 +55,7 @@ def create_app(
     register_error_handlers(app)
     refuse_nul(app)
     app.register_blueprint(health_bp)
-    app.register_blueprint(admin_bp)
+    init_api(app)
     console.init_app(app)
     scrape.init_app(app, runtime)
     app.wsgi_app = IngestRoute(app.wsgi_app, runtime)  # type: ignore[method-assign]

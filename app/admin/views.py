@@ -1,16 +1,18 @@
-"""The admin API: bearer-token protected; replay, ordering changes and key releases are
+"""The admin API's events, replays, audit log and ordering routes: bearer-token
+protected (hooklatch.admin.blueprint); replay, ordering changes and key releases are
 explicit and audited."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from flask import Blueprint, request
+from flask import request
 from sqlalchemy.exc import SQLAlchemyError
 
+from hooklatch.admin.blueprint import bp
+from hooklatch.admin.inputs import MAX_ID, api_actor, json_object, text_field, whole_number
 from hooklatch.endpoints.service import get_endpoint
-from hooklatch.errors import BadRequest, NotFound, StoreUnavailable, Unauthorized, storable
+from hooklatch.errors import BadRequest, NotFound, StoreUnavailable
 from hooklatch.events import batches
 from hooklatch.events.browse import EventFilter, page
 from hooklatch.events.models import Event
@@ -22,7 +24,7 @@ from hooklatch.events.serialize import (
     event_history,
 )
 from hooklatch.operations import audit
-from hooklatch.operations.access import current_guard, request_address
+from hooklatch.operations.access import request_address
 from hooklatch.ordering.service import (
     blocked_keys,
     count_blocked,
@@ -32,31 +34,14 @@ from hooklatch.ordering.service import (
 )
 from hooklatch.runtime import current_runtime
 
-bp = Blueprint("admin", __name__, url_prefix="/admin")
-MAX_ID = 2**63 - 1  # events.id is a BIGINT
-
-
-@bp.before_request
-def require_token() -> None:
-    expected = current_runtime().settings.admin_token
-    if not expected:
-        raise Unauthorized(
-            "the admin API is off: set HOOKLATCH_ADMIN_TOKEN", reason="admin_disabled"
-        )
-    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    bearer = given if scheme.lower() == "bearer" else ""
-    # 429 while this address is locked out after too many failures, whatever it sends.
-    if not current_guard().check(bearer, [expected], address=request_address()):
-        raise Unauthorized("a valid 'Authorization: Bearer <admin token>' header is required")
-
 
 @bp.post("/events/<event_id>/replay")
 def replay(event_id: str) -> Any:
     runtime = current_runtime()
-    number = _whole_number("the event id", event_id, high=MAX_ID)
-    data = _json_object()
-    requested_by = (_text(data, "requested_by") or "admin-api")[:200]
-    reason = _text(data, "reason")
+    number = whole_number("the event id", event_id, high=MAX_ID)
+    data = json_object()
+    requested_by = (text_field(data, "requested_by") or "admin-api")[:200]
+    reason = text_field(data, "reason")
     try:
         with runtime.session_factory.begin() as session:
             row = replay_one(
@@ -79,9 +64,9 @@ def events() -> Any:
     since, until), a keyset page at a time: ``next`` is the ``before`` of the next page."""
     runtime = current_runtime()
     args = request.args.to_dict()
-    limit = _whole_number("limit", args.pop("limit", "50"), high=MAX_LIST_LIMIT)
+    limit = whole_number("limit", args.pop("limit", "50"), high=MAX_LIST_LIMIT)
     before_text = args.pop("before", None)
-    before = _whole_number("before", before_text, high=MAX_ID) if before_text else None
+    before = whole_number("before", before_text, high=MAX_ID) if before_text else None
     chosen = EventFilter.parse(args, now=runtime.clock())
     with runtime.session_factory() as session:
         rows, after = page(session, chosen, before=before, limit=limit)
@@ -93,12 +78,12 @@ def bulk_replay() -> Any:
     """A bulk replay of what a filter matches: ``dry_run`` says how many and shows the
     oldest; otherwise, with a ``reason``, the batch starts (202) and runs in the relays."""
     runtime = current_runtime()
-    data = _json_object()
+    data = json_object()
     dry_run = data.pop("dry_run", False)
     if not isinstance(dry_run, bool):
         raise BadRequest("dry_run must be true or false", reason="bad_parameter")
-    reason = _text(data, "reason")
-    requested_by = (_text(data, "requested_by") or "admin-api")[:150]
+    reason = text_field(data, "reason")
+    requested_by = (text_field(data, "requested_by") or "admin-api")[:150]
     watermark = batches.watermark_of(data.pop("watermark", None))
     data.pop("reason", None)
     data.pop("requested_by", None)
@@ -144,7 +129,7 @@ def bulk_replays() -> Any:
 
 @bp.get("/replays/<batch_id>")
 def bulk_replay_progress(batch_id: str) -> Any:
-    number = _whole_number("the batch id", batch_id, high=MAX_ID)
+    number = whole_number("the batch id", batch_id, high=MAX_ID)
     with current_runtime().session_factory() as session:
         return batches.describe(session, batches.get(session, number))
 
@@ -152,8 +137,8 @@ def bulk_replay_progress(batch_id: str) -> Any:
 @bp.post("/replays/<batch_id>/cancel")
 def bulk_replay_cancel(batch_id: str) -> Any:
     runtime = current_runtime()
-    number = _whole_number("the batch id", batch_id, high=MAX_ID)
-    requested_by = (_text(_json_object(), "requested_by") or "admin-api")[:150]
+    number = whole_number("the batch id", batch_id, high=MAX_ID)
+    requested_by = (text_field(json_object(), "requested_by") or "admin-api")[:150]
     with runtime.session_factory.begin() as session:
         cancelled = batches.cancel(
             session, number, actor=f"{requested_by} ({request_address()})", now=runtime.clock()
@@ -167,8 +152,8 @@ def bulk_replay_cancel(batch_id: str) -> Any:
 @bp.get("/audit")
 def audit_log() -> Any:
     args = request.args.to_dict()
-    limit = _whole_number("limit", args.get("limit", "50"), high=MAX_LIST_LIMIT)
-    before = _whole_number("before", args["before"], high=MAX_ID) if "before" in args else None
+    limit = whole_number("limit", args.get("limit", "50"), high=MAX_LIST_LIMIT)
+    before = whole_number("before", args["before"], high=MAX_ID) if "before" in args else None
     with current_runtime().session_factory() as session:
         return {
             "entries": [
@@ -179,7 +164,7 @@ def audit_log() -> Any:
 
 @bp.get("/events/<event_id>")
 def event(event_id: str) -> Any:
-    number = _whole_number("the event id", event_id, high=MAX_ID)
+    number = whole_number("the event id", event_id, high=MAX_ID)
     with current_runtime().session_factory() as session:
         row = session.get(Event, number)
         if row is None:
@@ -191,7 +176,7 @@ def event(event_id: str) -> Any:
 def keys_blocked() -> Any:
     """Keys whose next event cannot run (parked by a dead event, or failing at their first
     event), longest blocked first; ``total`` counts them all."""
-    limit = _whole_number("limit", request.args.get("limit", "100"), high=MAX_LIST_LIMIT)
+    limit = whole_number("limit", request.args.get("limit", "100"), high=MAX_LIST_LIMIT)
     with current_runtime().session_factory() as session:
         shown = [b.as_json() for b in blocked_keys(session, limit=limit)]
         total = count_blocked(session) if len(shown) == limit else len(shown)
@@ -203,8 +188,8 @@ def release(endpoint: str) -> Any:
     """Let a key parked by a dead event go on (``{"key": ..., "reason": ...}``); 404
     ``not_parked`` if it is not parked."""
     runtime = current_runtime()
-    data = _json_object()
-    key = _text(data, "key")
+    data = json_object()
+    key = text_field(data, "key")
     if not key:
         raise BadRequest("key is required: the ordering key to release", reason="bad_parameter")
     try:
@@ -213,8 +198,8 @@ def release(endpoint: str) -> Any:
                 session,
                 get_endpoint(session, endpoint),
                 key,
-                actor=_api_actor(data),
-                reason=_text(data, "reason") or "",
+                actor=api_actor(data),
+                reason=text_field(data, "reason") or "",
                 now=runtime.clock(),
             )
     except SQLAlchemyError as exc:
@@ -238,7 +223,7 @@ def change_ordering(endpoint: str) -> Any:
     ``key_path`` null (or "") keys events by the provider's key again. 400 ``bad_ordering``
     for settings that cannot go together."""
     runtime = current_runtime()
-    data = _json_object()
+    data = json_object()
     unknown = sorted(data.keys() - {*ORDERING_FIELDS, "requested_by"})
     if unknown:
         raise BadRequest(f"unknown field {unknown[0]!r}", reason="bad_ordering")
@@ -251,52 +236,8 @@ def change_ordering(endpoint: str) -> Any:
             what = "a whole number" if kind is int else "text"
             raise BadRequest(f"{name} must be {what}", reason="bad_ordering")
         if kind is str:
-            given[name] = _text(given, name)
+            given[name] = text_field(given, name)
     with runtime.session_factory.begin() as session:
         row = get_endpoint(session, endpoint)
-        set_ordering(session, row, actor=_api_actor(data), now=runtime.clock(), **given)
+        set_ordering(session, row, actor=api_actor(data), now=runtime.clock(), **given)
         return describe_ordering(row)
-
-
-def _api_actor(data: dict[str, Any]) -> str:
-    """Who acts, as the API records it: ``requested_by`` (else admin-api) and the address."""
-    requested_by = (_text(data, "requested_by") or "admin-api")[:150]
-    return f"{requested_by} ({request_address()})"
-
-
-def _whole_number(name: str, text: str, *, high: int) -> int:
-    """``text`` as a number from 1 to ``high``, written in ASCII digits; 400 otherwise
-    (a negative limit is an error on PostgreSQL and every row on SQLite, an id past
-    BIGINT an error on both)."""
-    if not (text.isascii() and text.isdigit()) or len(text) > len(str(high)):
-        number = 0
-    else:
-        number = int(text)
-    if not 1 <= number <= high:
-        raise BadRequest(f"{name} must be a whole number from 1 to {high}", reason="bad_parameter")
-    return number
-
-
-def _json_object() -> dict[str, Any]:
-    """The request's JSON object; none (an empty body) is an empty one."""
-    body = request.get_data(cache=False)
-    if not body.strip():
-        return {}
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):  # RecursionError: nested past what json parses
-        data = None
-    if not isinstance(data, dict):
-        raise BadRequest("the body must be a JSON object", reason="malformed_body")
-    return data
-
-
-def _text(data: dict[str, Any], name: str) -> str | None:
-    """A text field of the body, as the database can store it: no NUL character and no
-    lone surrogate ("\\ud800" is valid JSON, not UTF-8)."""
-    value = data.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not storable(value):
-        raise BadRequest(f"{name} must be text (no NUL character)", reason="bad_parameter")
-    return value

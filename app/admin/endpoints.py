@@ -1,0 +1,201 @@
+"""The admin API's endpoints: list, show, add, enable, disable, and their secrets added
+and removed (a rotation), through the service functions the CLI and the console call,
+with the same audit entries. A secret's value is answered once, where it was generated
+(adding an endpoint or a secret without one); never again, and never logged."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from flask import request
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from hooklatch.admin.blueprint import bp
+from hooklatch.admin.inputs import api_actor, json_object, text_field, whole_number
+from hooklatch.endpoints import changes
+from hooklatch.endpoints.serialize import (
+    describe_endpoint,
+    describe_secret,
+    endpoint_details,
+    page,
+)
+from hooklatch.endpoints.service import create_endpoint, get_endpoint
+from hooklatch.errors import BadRequest, Conflict, StoreUnavailable, storable
+from hooklatch.events.serialize import MAX_LIST_LIMIT
+from hooklatch.providers.base import Provider
+from hooklatch.runtime import current_runtime
+
+PAGE_SIZE = 100
+ADD_FIELDS = frozenset({"provider", "name", "secrets", "options", "requested_by"})
+SECRET_FIELDS = frozenset({"secret", "requested_by"})
+
+
+@bp.get("/endpoints")
+def endpoints() -> Any:
+    """Oldest first, ``limit`` at a time: ``next`` is the ``after`` of the next page."""
+    runtime = current_runtime()
+    limit = whole_number("limit", request.args.get("limit", str(PAGE_SIZE)), high=MAX_LIST_LIMIT)
+    after = request.args.get("after")
+    with runtime.session_factory() as session:
+        rows, after = page(session, after=after, limit=limit)
+        public_url = runtime.settings.public_url
+        return {
+            "endpoints": [describe_endpoint(e, public_url=public_url) for e in rows],
+            "next": after,
+        }
+
+
+@bp.post("/endpoints")
+def add_endpoint() -> Any:
+    """``{provider, name, secrets?, options?}``: 201 with the URL to give the provider.
+    Given no secret, one is generated where the receiver chooses it (GitHub), answered in
+    ``secret_values`` this once; where the provider chooses it (Stripe), the endpoint
+    refuses deliveries (no_secret) until the one it shows is added."""
+    runtime = current_runtime()
+    data = _fields(json_object(), ADD_FIELDS)
+    provider = _provider(data)
+    given = _secrets(data)
+    try:
+        with _writing() as session:
+            row, plain = create_endpoint(
+                session,
+                provider=provider,
+                name=_required(data, "name"),
+                secrets=given,
+                box=runtime.box,
+                options=_options(data),
+            )
+            changes.created(session, row, actor=api_actor(data), now=runtime.clock())
+            body = describe_endpoint(row, public_url=runtime.settings.public_url)
+    except IntegrityError as exc:  # the same name, added at the same moment elsewhere
+        raise Conflict("an endpoint of that name exists already", reason="name_taken") from exc
+    if plain and not given:
+        body["secret_values"] = plain
+    return body, 201, {"Location": f"{bp.url_prefix}/endpoints/{body['id']}"}
+
+
+@bp.get("/endpoints/<endpoint>")
+def endpoint(endpoint: str) -> Any:
+    """By id or name: secrets by fingerprint, refusals by reason, repeats and conflicts."""
+    runtime = current_runtime()
+    with runtime.session_factory() as session:
+        row = get_endpoint(session, endpoint)
+        return endpoint_details(session, row, public_url=runtime.settings.public_url)
+
+
+@bp.post("/endpoints/<endpoint>/enable")
+def enable(endpoint: str) -> Any:
+    return _set_enabled(endpoint, True)
+
+
+@bp.post("/endpoints/<endpoint>/disable")
+def disable(endpoint: str) -> Any:
+    """Its deliveries are answered 404 from now on."""
+    return _set_enabled(endpoint, False)
+
+
+def _set_enabled(ref: str, enabled: bool) -> Any:
+    runtime = current_runtime()
+    data = _fields(json_object(), frozenset({"requested_by"}))
+    with _writing() as session:
+        row = get_endpoint(session, ref)
+        changes.set_enabled(session, row, enabled, actor=api_actor(data), now=runtime.clock())
+        return describe_endpoint(row, public_url=runtime.settings.public_url)
+
+
+@bp.post("/endpoints/<endpoint>/secrets")
+def add_secret(endpoint: str) -> Any:
+    """``{secret?}``: both secrets verify until the old one is removed. Given none, one is
+    generated where the receiver chooses it, answered in ``secret_value`` this once."""
+    runtime = current_runtime()
+    data = _fields(json_object(), SECRET_FIELDS)
+    given = _secret(data.get("secret"), "secret")
+    with _writing() as session:
+        row = get_endpoint(session, endpoint)
+        secret, generated = changes.secret_to_add(runtime.provider(row.provider), given)
+        added = changes.secret_added(
+            session, row, secret, box=runtime.box, actor=api_actor(data), now=runtime.clock()
+        )
+        body = {"endpoint_id": row.id, **describe_secret(added)}
+    if generated:
+        body["secret_value"] = secret
+    return body, 201
+
+
+@bp.delete("/endpoints/<endpoint>/secrets/<secret_ref>")
+def remove_secret(endpoint: str, secret_ref: str) -> Any:
+    """By id or fingerprint; 409 ``last_secret`` for the only one."""
+    runtime = current_runtime()
+    data = _fields(json_object(), frozenset({"requested_by"}))
+    with _writing() as session:
+        row = get_endpoint(session, endpoint)
+        removed = changes.secret_removed(
+            session, row, secret_ref, actor=api_actor(data), now=runtime.clock()
+        )
+        return {"endpoint_id": row.id, **describe_secret(removed)}
+
+
+@contextmanager
+def _writing() -> Iterator[Session]:
+    """A transaction; 503 ``store_unavailable`` if the database does not answer."""
+    try:
+        with current_runtime().session_factory.begin() as session:
+            yield session
+    except IntegrityError:  # a row that cannot be: the caller says which
+        raise
+    except SQLAlchemyError as exc:
+        raise StoreUnavailable() from exc
+
+
+def _fields(data: dict[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
+    unknown = sorted(data.keys() - allowed)
+    if unknown:
+        raise BadRequest(f"unknown field {unknown[0][:40]!r}", reason="bad_parameter")
+    return data
+
+
+def _required(data: dict[str, Any], name: str) -> str:
+    value = text_field(data, name)
+    if not value:
+        raise BadRequest(f"{name} is required", reason="bad_parameter")
+    return value
+
+
+def _provider(data: dict[str, Any]) -> Provider:
+    """The provider named; 400 ``unknown_provider`` if it is not installed."""
+    providers = current_runtime().providers
+    name = _required(data, "provider")
+    if name not in providers:
+        installed = ", ".join(sorted(providers))
+        raise BadRequest(
+            f"that provider is not installed (installed: {installed})", reason="unknown_provider"
+        )
+    return providers[name]
+
+
+def _secret(value: Any, name: str) -> str | None:
+    """A secret given in the body: text; the message never repeats it."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or not storable(value):
+        raise BadRequest(f"{name} must be non-empty text (no NUL character)", reason="bad_secret")
+    return value
+
+
+def _secrets(data: dict[str, Any]) -> list[str]:
+    values = data.get("secrets", [])
+    if not isinstance(values, list):
+        raise BadRequest("secrets must be a list of text", reason="bad_secret")
+    return [s for s in (_secret(v, "each secret") for v in values) if s is not None]
+
+
+def _options(data: dict[str, Any]) -> dict[str, str]:
+    options = data.get("options") or {}
+    if not isinstance(options, dict) or not all(
+        isinstance(v, str) and storable(k) and storable(v) for k, v in options.items()
+    ):
+        raise BadRequest("options must be an object of text values", reason="bad_option")
+    return options
