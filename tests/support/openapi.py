@@ -5,7 +5,6 @@ the schema the description gives for its path, method and status."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 from flask import Flask
@@ -84,12 +83,6 @@ class Described:
         problems = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(body)]
         assert not problems, f"{method.upper()} {template} {status}: {problems}"
         self.checked.add((template, method, status))
-
-    def schema_errors(self, name: str, body: Any) -> Iterator[str]:
-        validator = Draft202012Validator(
-            {"$ref": f"#/components/schemas/{name}", "components": self.spec["components"]}
-        )
-        return (e.message for e in validator.iter_errors(body))
 
 
 class DescribedClient:
