@@ -84,9 +84,11 @@ test: lint
 
 # The pages of docs/ as a site (mkdocs.yml), into site/. Strict: a broken link or anchor,
 # or a page left out of nav, fails it. The configuration page is written from the table
-# in app/settings_reference.py first (a test fails when the committed one differs).
+# in app/settings_reference.py first, the admin API's from its OpenAPI description (a test
+# fails when a committed one differs).
 docs: install-dev
 	$(BIN)/python -m hooklatch.settings_reference docs/configuration.md
+	$(BIN)/python -m hooklatch.admin.apidocs docs/api.md
 	$(BIN)/mkdocs build --strict --quiet
 
 bench: install-bench
