@@ -26,9 +26,8 @@ another body.
 
 from __future__ import annotations
 
-import importlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from fnmatch import fnmatchcase
@@ -119,19 +118,3 @@ class Router:
 # Modules named in HOOKLATCH_HANDLERS register here when they are imported.
 default_router = Router()
 on = default_router.on
-
-
-class HandlerImportError(RuntimeError):
-    pass
-
-
-def import_handler_modules(modules: Iterable[str]) -> None:
-    from hooklatch.renamed import hint
-
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except Exception as exc:
-            raise HandlerImportError(
-                f"HOOKLATCH_HANDLERS: module {module!r} failed to import: {exc}{hint(exc)}"
-            ) from exc

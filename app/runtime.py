@@ -16,7 +16,8 @@ import hooklatch.models  # noqa: F401  (every mapper, so relationships resolve i
 from hooklatch.crypto import SecretBox
 from hooklatch.db import is_postgres, make_engine, make_session_factory, utcnow
 from hooklatch.endpoints.service import EndpointCache
-from hooklatch.handlers import Router, default_router, import_handler_modules
+from hooklatch.handler_modules import import_handler_modules
+from hooklatch.handlers import Router, default_router
 from hooklatch.ingest.refusals import RefusalCounter
 from hooklatch.ingest.statements import prepare_ingest_statements
 from hooklatch.operations.activity import ActivityCounter
@@ -110,7 +111,7 @@ def build_runtime(
     if settings.database_url is None:
         settings.instance_path.mkdir(parents=True, exist_ok=True)
     if router is None:
-        import_handler_modules(settings.handlers)
+        import_handler_modules(settings.handlers, settings.handlers_path)
         router = default_router
     providers = load_providers()
     check_retention(settings, providers)

@@ -69,6 +69,15 @@ def _list(raw: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in (raw or "").split(",") if part.strip())
 
 
+def _folders(environ: Mapping[str, str], name: str) -> tuple[Path, ...]:
+    """Folders separated by os.pathsep, a relative one from the working directory. Unset:
+    the working directory; set to an empty value: none."""
+    raw = environ.get(name)
+    if raw is None:
+        return (Path.cwd(),)
+    return tuple(Path.cwd() / part.strip() for part in raw.split(os.pathsep) if part.strip())
+
+
 def _check_fernet_keys(keys: tuple[str, ...]) -> None:
     for position, key in enumerate(keys, start=1):
         try:
@@ -127,6 +136,10 @@ class Settings:
     metrics_token: str | None = field(default=None, repr=False)
     public_url: str = "http://127.0.0.1:8000"
     handlers: tuple[str, ...] = ()
+    # Where the modules in `handlers` are looked for, besides the installed packages: the
+    # working directory the process started in, as rq and uvicorn do (`--path`,
+    # `--app-dir`). Added after the installed packages (hooklatch.handler_modules).
+    handlers_path: tuple[Path, ...] = field(default_factory=lambda: (Path.cwd(),))
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     instance_path: Path = field(default_factory=lambda: Path.cwd() / "instance")
     queue_name: str = "hooklatch"
@@ -242,6 +255,7 @@ class Settings:
             metrics_token=env.get("HOOKLATCH_METRICS_TOKEN") or None,
             public_url=(env.get("HOOKLATCH_PUBLIC_URL") or cls.public_url).rstrip("/"),
             handlers=_list(env.get("HOOKLATCH_HANDLERS")),
+            handlers_path=_folders(env, "HOOKLATCH_HANDLERS_PATH"),
             max_body_bytes=_int(env, "HOOKLATCH_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, minimum=1),
             instance_path=Path(env.get("HOOKLATCH_INSTANCE_PATH") or Path.cwd() / "instance"),
             queue_name=env.get("HOOKLATCH_QUEUE") or cls.queue_name,

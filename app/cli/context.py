@@ -4,13 +4,15 @@ hooklatch's own errors shown as one line."""
 from __future__ import annotations
 
 import getpass
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
 from hooklatch.errors import HooklatchError
+from hooklatch.handler_modules import HandlerImportError
 from hooklatch.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -35,12 +37,24 @@ def runtime_of(ctx: click.Context) -> Runtime:
     from hooklatch.runtime import build_runtime
 
     if "runtime" not in ctx.obj:
-        try:
+        with starting():
             ctx.obj["runtime"] = build_runtime(settings_of(ctx))
-        except (SettingsError, LookupError, RuntimeError) as exc:
-            raise click.ClickException(str(exc)) from exc
     runtime: Runtime = ctx.obj["runtime"]
     return runtime
+
+
+@contextmanager
+def starting() -> Iterator[None]:
+    """What stops a process at its start (a setting, a plugin, a handler module that is
+    not found) as one line; a handler module's own error with its traceback above it."""
+    try:
+        yield
+    except HandlerImportError as exc:
+        if exc.details:
+            click.echo(exc.details, err=True)
+        raise click.ClickException(str(exc)) from exc
+    except (SettingsError, LookupError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 def friendly(command: F) -> F:

@@ -11,7 +11,7 @@ import time
 import click
 from sqlalchemy import select
 
-from hooklatch.cli.context import friendly, runtime_of, settings_of
+from hooklatch.cli.context import friendly, runtime_of, settings_of, starting
 from hooklatch.events.models import PENDING, Event
 from hooklatch.runtime import Runtime
 
@@ -45,9 +45,12 @@ def worker(ctx: click.Context, burst: bool, simple: bool) -> None:
 def serve(ctx: click.Context, host: str, port: int) -> None:
     """Serve the receiver. With no DATABASE_URL and no REDIS_URL: SQLite, handlers in-process,
     and a demo endpoint you can send a signed test event to."""
-    from hooklatch.embedded.serve import serve_embedded
+    from hooklatch.embedded.serve import prepare_server
 
-    serve_embedded(settings_of(ctx), host=host, port=port, send_command=_self_command())
+    settings = settings_of(ctx)
+    with starting():  # the embedded default builds a runtime before gunicorn starts
+        server = prepare_server(settings, host=host, port=port, send_command=_self_command())
+    server.run()
 
 
 def _self_command() -> str:

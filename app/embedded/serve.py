@@ -43,7 +43,11 @@ class _Gunicorn(BaseApplication):
         return create_app(self.settings)
 
 
-def serve_embedded(settings: Settings, *, host: str, port: int, send_command: str) -> None:
+def prepare_server(
+    settings: Settings, *, host: str, port: int, send_command: str
+) -> BaseApplication:
+    """gunicorn for `hooklatch serve`, to be run; on the embedded default, with its
+    database migrated and its demo endpoint made."""
     send_command += f" send-test {DEMO_ENDPOINT}"
     if not os.environ.get("HOOKLATCH_PUBLIC_URL"):
         settings = replace(settings, public_url=f"http://{host}:{port}")
@@ -55,7 +59,7 @@ def serve_embedded(settings: Settings, *, host: str, port: int, send_command: st
         options.update(workers=1, worker_class=WORKER_CLASS, threads=4)
         settings = settings.with_embedded_key()
         _prepare_embedded(settings, send_command)
-    _Gunicorn(settings, options).run()
+    return _Gunicorn(settings, options)
 
 
 def _prepare_embedded(settings: Settings, send_command: str) -> None:

@@ -1,5 +1,7 @@
+import os
 import secrets
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
@@ -199,3 +201,13 @@ def test_replays_have_a_queue_named_after_the_live_one_and_a_window_of_a_hundred
     assert Settings.from_env({"HOOKLATCH_REPLAY_BATCH_WINDOW": "20"}).replay_batch_window == 20
     chosen = Settings.from_env({"HOOKLATCH_QUEUE": "hooks"})
     assert (chosen.queue_name, chosen.replay_queue_name) == ("hooks", "hooks-replays")
+
+
+def test_handler_modules_are_looked_for_in_the_working_directory_unless_told_otherwise(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    assert Settings.from_env({}).handlers_path == (tmp_path,)
+    assert Settings.from_env({"HOOKLATCH_HANDLERS_PATH": ""}).handlers_path == ()
+    both = Settings.from_env({"HOOKLATCH_HANDLERS_PATH": f"src{os.pathsep} /srv/hooks "})
+    assert both.handlers_path == (tmp_path / "src", Path("/srv/hooks"))
