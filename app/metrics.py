@@ -13,6 +13,7 @@ of existing endpoints, and fixed outcome words. Never an event id or an event ty
 from __future__ import annotations
 
 import atexit
+import errno
 import logging
 import os
 import shutil
@@ -310,19 +311,25 @@ def collectors(*extra: Collector) -> CollectorRegistry:
     return registry
 
 
-def serve(port: int | None, *extra: Collector, addr: str = "0.0.0.0") -> None:  # noqa: S104
-    """Serve this process's metrics on ``port`` (HOOKLATCH_METRICS_PORT), if set, from a
-    thread: relays and workers, which have no HTTP server of their own."""
+def serve(port: int | None, *extra: Collector, address: str, setting: str) -> None:
+    """Serve this process's metrics on ``address``:``port`` (``setting`` names the port's
+    setting), if set, from a thread: relays and workers, which have no HTTP server of
+    their own. A port that cannot be had stops the process with one line naming the
+    setting: a supervisor starting it again would only repeat it."""
     if port is None:
         return
     try:
-        start_http_server(port, addr=addr, registry=collectors(*extra))
+        start_http_server(port, addr=address, registry=collectors(*extra))
     except OSError as exc:
-        raise SystemExit(f"cannot serve metrics on HOOKLATCH_METRICS_PORT {port}: {exc}") from exc
-    log.info("metrics served on port %d", port)
+        why = exc.strerror or str(exc)
+        if exc.errno == errno.EADDRINUSE:
+            why += " (by another process: each relay and worker of a host needs a port of its own)"
+        where = f"[{address}]" if ":" in address else address
+        raise SystemExit(f"cannot serve metrics on {where}:{port} ({setting}): {why}") from None
+    log.info("metrics served on %s port %d", address, port)
 
 
-def serve_worker(port: int | None) -> None:
+def serve_worker(port: int | None, *, address: str, setting: str) -> None:
     """A worker's metrics: its work horses count in files, in ``PROMETHEUS_MULTIPROC_DIR``
     or else a directory of this process's own, removed when it exits. With the directory
     given, they share one set of files whether or not this process serves a port (a
@@ -337,7 +344,7 @@ def serve_worker(port: int | None) -> None:
         owner = os.getpid()
         atexit.register(_remove_if_owner, directory, owner)
     use_multiprocess(directory, horses=True)
-    serve(port)
+    serve(port, address=address, setting=setting)
 
 
 def _remove_if_owner(directory: str, owner: int) -> None:

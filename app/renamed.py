@@ -1,8 +1,10 @@
-"""Imports from before hooklatch was one package, and what to write instead.
+"""Imports and settings of earlier versions, and what to write instead.
 
 hooklatch used to install its code as the top-level packages ``app``, ``workers`` and
 ``migrations``. Handlers and plugins written then fail to import now; the process that
-loads them names the import to write instead of showing a bare ImportError.
+loads them names the import to write instead of showing a bare ImportError. A setting
+that is no longer read stops every process at start (hooklatch.settings), naming what
+replaced it, rather than being ignored.
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ PUBLIC = {
     "app.providers.base": "hooklatch.providers",
     "app.errors": "hooklatch.providers",
     "app.conformance": "hooklatch.testing",
+}
+# Settings no longer read -> what to set instead.
+SETTINGS = {
+    "HOOKLATCH_METRICS_PORT": (
+        "set HOOKLATCH_RELAY_METRICS_PORT for relays and HOOKLATCH_WORKER_METRICS_PORT for "
+        "workers (a port each, so that one environment serves both on one host)"
+    ),
 }
 _IMPORT = re.compile(
     r"^\s*(?:from\s+(?P<from>[\w.]+)\s+import\s+(?P<names>.+)|import\s+(?P<module>[\w.]+))"

@@ -125,6 +125,24 @@ def _check_networks(name: str, networks: tuple[str, ...]) -> None:
             ) from None
 
 
+def _check_address(name: str, address: str) -> None:
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        raise SettingsError(
+            f"{name} must be an IP address (127.0.0.1, ::1, 0.0.0.0 for all), got {address!r}"
+        ) from None
+
+
+def _refuse_renamed(environ: Mapping[str, str]) -> None:
+    """A setting hooklatch no longer reads stops every process, saying what replaced it."""
+    from hooklatch.renamed import SETTINGS
+
+    for old, instead in SETTINGS.items():
+        if (environ.get(old) or "").strip():
+            raise SettingsError(f"{old} is no longer read: {instead}")
+
+
 @dataclass(frozen=True)
 class Settings:
     # URLs may hold passwords: none of these three appears in a repr (or a traceback).
@@ -183,9 +201,14 @@ class Settings:
     # Relays and workers write a heartbeat row this often; `hooklatch status` calls a
     # process silent after three missed beats.
     heartbeat_seconds: float = 5.0
-    # Relays and workers serve their metrics on this port (none when unset); the web
-    # process serves /metrics on its own port.
-    metrics_port: int | None = None
+    # The port each relay, and each worker, serves its metrics on (none when unset), at
+    # `metrics_address`: a setting per process, so that one environment serves both on
+    # one host (a second worker on a host needs a port of its own). The web process
+    # serves /metrics on its own port, behind a token.
+    relay_metrics_port: int | None = None
+    worker_metrics_port: int | None = None
+    # The address relays' and workers' metrics listen on: this host only, unless told.
+    metrics_address: str = "127.0.0.1"
     # Numbers read from the database for /metrics and status are cached this long, so a
     # scrape never waits on a slow query.
     metrics_cache_seconds: float = 5.0
@@ -246,6 +269,7 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
+        _refuse_renamed(env)
         dedupe_days = _float(env, "HOOKLATCH_DEDUPE_RETENTION_DAYS", cls.dedupe_retention_days)
         settings = cls(
             database_url=env.get("DATABASE_URL") or None,
@@ -285,7 +309,9 @@ class Settings:
                 env, "HOOKLATCH_CLEANUP_INTERVAL_SECONDS", cls.cleanup_interval_seconds
             ),
             heartbeat_seconds=_float(env, "HOOKLATCH_HEARTBEAT_SECONDS", cls.heartbeat_seconds),
-            metrics_port=_int(env, "HOOKLATCH_METRICS_PORT", 0, minimum=0) or None,
+            relay_metrics_port=_int(env, "HOOKLATCH_RELAY_METRICS_PORT", 0, minimum=0) or None,
+            worker_metrics_port=_int(env, "HOOKLATCH_WORKER_METRICS_PORT", 0, minimum=0) or None,
+            metrics_address=(env.get("HOOKLATCH_METRICS_ADDRESS") or cls.metrics_address).strip(),
             metrics_cache_seconds=_float(
                 env, "HOOKLATCH_METRICS_CACHE_SECONDS", cls.metrics_cache_seconds
             ),
@@ -416,8 +442,13 @@ class Settings:
         ):
             if seconds <= 0:  # a loop that never waits, against the database
                 raise SettingsError(f"{name} must be more than 0, got {seconds:g}")
-        if self.metrics_port is not None and self.metrics_port > 65535:
-            raise SettingsError(f"HOOKLATCH_METRICS_PORT must be a port, got {self.metrics_port}")
+        for name, port in (
+            ("HOOKLATCH_RELAY_METRICS_PORT", self.relay_metrics_port),
+            ("HOOKLATCH_WORKER_METRICS_PORT", self.worker_metrics_port),
+        ):
+            if port is not None and port > 65535:
+                raise SettingsError(f"{name} must be a port, got {port}")
+        _check_address("HOOKLATCH_METRICS_ADDRESS", self.metrics_address)
         _check_fernet_keys(self.secret_keys)
         if not self.secret_keys and self.database_url:
             raise SettingsError(

@@ -5,8 +5,9 @@ The web port is the one providers reach, and the labels name endpoint ids, so a 
 must present a token: ``Authorization: Bearer`` with HOOKLATCH_METRICS_TOKEN (read
 only: give it to Prometheus) or the admin token. With neither set, /metrics answers 401
 ``metrics_disabled``. A wrong token counts against the client's address as the admin
-API's do (hooklatch.operations.access). Relays and workers serve theirs on
-HOOKLATCH_METRICS_PORT, an internal port, without a token: their labels name no
+API's do (hooklatch.operations.access). Relays and workers serve theirs on ports of their
+own (HOOKLATCH_RELAY_METRICS_PORT, HOOKLATCH_WORKER_METRICS_PORT) without a token, on
+HOOKLATCH_METRICS_ADDRESS (by default 127.0.0.1, this host only): their labels name no
 endpoint.
 """
 

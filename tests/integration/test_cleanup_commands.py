@@ -46,11 +46,10 @@ def test_a_running_relay_deletes_expired_events_on_its_own(procs, proc_settings,
         HOOKLATCH_DEDUPE_RETENTION_DAYS=str(8 * SECONDS),
         HOOKLATCH_UNSAFE_SHORT_RETENTION="true",
         HOOKLATCH_CLEANUP_INTERVAL_SECONDS="0.2",
-        HOOKLATCH_METRICS_PORT=str(metrics_port),
+        HOOKLATCH_RELAY_METRICS_PORT=str(metrics_port),
     )
     relay = procs("relay", hooklatch_cmd("relay"), env)
-    worker_env = {k: v for k, v in env.items() if k != "HOOKLATCH_METRICS_PORT"}
-    procs("worker", [*hooklatch_cmd("worker"), "--simple"], worker_env)
+    procs("worker", [*hooklatch_cmd("worker"), "--simple"], env)
     first = deliver(client, endpoint, "evt_short_lived")
     wait_for(
         lambda: count(runtime, "SELECT count(*) FROM attempts") == 1,

@@ -1,6 +1,6 @@
 """Metrics across real processes: gunicorn's workers add up, and a recycled one's counts
 stay; a worker's work horses count into one bounded set of files, whatever the jobs; relays
-and workers serve theirs on HOOKLATCH_METRICS_PORT; promtool accepts the output."""
+and workers serve theirs on ports of their own; promtool accepts the output."""
 
 from __future__ import annotations
 
@@ -106,12 +106,12 @@ def test_work_horses_count_into_a_bounded_set_of_files_served_by_the_worker(
         hooklatch_cmd("worker"),
         {
             **env,
-            "HOOKLATCH_METRICS_PORT": str(worker_port),
+            "HOOKLATCH_WORKER_METRICS_PORT": str(worker_port),
             "PROMETHEUS_MULTIPROC_DIR": str(directory),
         },
     )
     relay = procs(
-        "relay", hooklatch_cmd("relay"), {**env, "HOOKLATCH_METRICS_PORT": str(relay_port)}
+        "relay", hooklatch_cmd("relay"), {**env, "HOOKLATCH_RELAY_METRICS_PORT": str(relay_port)}
     )
     wait_for(lambda: listening(worker), timeout=30, message="worker listening")
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])

@@ -60,7 +60,20 @@ def test_defaults_are_the_embedded_receiver(tmp_path):
         ({"HOOKLATCH_AUDIT_RETENTION_DAYS": "1000000"}, "must be at most 36500 days"),
         ({"HOOKLATCH_QUEUED_JOBS": "0"}, "HOOKLATCH_QUEUED_JOBS must be at least 1"),
         ({"HOOKLATCH_UNSAFE_SHORT_RETENTION": "maybe"}, "must be true or false"),
-        ({"HOOKLATCH_METRICS_PORT": "70000"}, "HOOKLATCH_METRICS_PORT must be a port"),
+        (
+            {"HOOKLATCH_RELAY_METRICS_PORT": "70000"},
+            "HOOKLATCH_RELAY_METRICS_PORT must be a port, got 70000",
+        ),
+        (
+            {"HOOKLATCH_WORKER_METRICS_PORT": "70000"},
+            "HOOKLATCH_WORKER_METRICS_PORT must be a port, got 70000",
+        ),
+        ({"HOOKLATCH_METRICS_ADDRESS": "localhost"}, "HOOKLATCH_METRICS_ADDRESS must be an IP"),
+        (
+            {"HOOKLATCH_METRICS_PORT": "9101"},
+            "HOOKLATCH_METRICS_PORT is no longer read: set HOOKLATCH_RELAY_METRICS_PORT for "
+            "relays and HOOKLATCH_WORKER_METRICS_PORT for workers",
+        ),
         ({"HOOKLATCH_PAYLOAD_RETENTION_DAYS": "nan"}, "must be a finite number, got 'nan'"),
         ({"HOOKLATCH_DEDUPE_RETENTION_DAYS": "inf"}, "must be a finite number, got 'inf'"),
         ({"HOOKLATCH_HEARTBEAT_SECONDS": "0"}, "HOOKLATCH_HEARTBEAT_SECONDS must be more than 0"),
@@ -211,3 +224,20 @@ def test_handler_modules_are_looked_for_in_the_working_directory_unless_told_oth
     assert Settings.from_env({"HOOKLATCH_HANDLERS_PATH": ""}).handlers_path == ()
     both = Settings.from_env({"HOOKLATCH_HANDLERS_PATH": f"src{os.pathsep} /srv/hooks "})
     assert both.handlers_path == (tmp_path / "src", Path("/srv/hooks"))
+
+
+def test_relays_and_workers_serve_metrics_on_this_host_only_unless_told():
+    assert Settings.from_env({}).metrics_address == "127.0.0.1"
+    given = Settings.from_env(
+        {
+            "HOOKLATCH_METRICS_ADDRESS": "10.0.0.5",
+            "HOOKLATCH_RELAY_METRICS_PORT": "9101",
+            "HOOKLATCH_WORKER_METRICS_PORT": "9102",
+            "HOOKLATCH_METRICS_PORT": "",
+        }
+    )
+    assert (given.metrics_address, given.relay_metrics_port, given.worker_metrics_port) == (
+        "10.0.0.5",
+        9101,
+        9102,
+    )

@@ -23,7 +23,12 @@ STOP_SECONDS = 10.0
 
 def run_relay(runtime: Runtime) -> None:
     stop = stop_on_signals("relay")
-    serve_metrics(runtime.settings.metrics_port, BacklogCollector(runtime))
+    serve_metrics(
+        runtime.settings.relay_metrics_port,
+        BacklogCollector(runtime),
+        address=runtime.settings.metrics_address,
+        setting="HOOKLATCH_RELAY_METRICS_PORT",
+    )
     cleanup = Cleanup(runtime)
     cleaning = cleanup.start(stop)
     replaying = BatchRunner(runtime).start(stop)

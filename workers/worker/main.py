@@ -70,7 +70,11 @@ def run_worker(
             "hooklatch worker needs REDIS_URL (without it, `hooklatch serve` runs handlers)"
         )
     jobs.install(runtime)
-    metrics.serve_worker(runtime.settings.metrics_port)  # its work horses' counts too
+    metrics.serve_worker(  # its work horses' counts too
+        runtime.settings.worker_metrics_port,
+        address=runtime.settings.metrics_address,
+        setting="HOOKLATCH_WORKER_METRICS_PORT",
+    )
     redis = Redis.from_url(
         runtime.settings.redis_url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS
     )
