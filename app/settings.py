@@ -69,10 +69,9 @@ def _list(raw: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in (raw or "").split(",") if part.strip())
 
 
-def _folders(environ: Mapping[str, str], name: str) -> tuple[Path, ...]:
+def _folders(raw: str | None) -> tuple[Path, ...]:
     """Folders separated by os.pathsep, a relative one from the working directory. Unset:
     the working directory; set to an empty value: none."""
-    raw = environ.get(name)
     if raw is None:
         return (Path.cwd(),)
     return tuple(Path.cwd() / part.strip() for part in raw.split(os.pathsep) if part.strip())
@@ -279,7 +278,7 @@ class Settings:
             metrics_token=env.get("HOOKLATCH_METRICS_TOKEN") or None,
             public_url=(env.get("HOOKLATCH_PUBLIC_URL") or cls.public_url).rstrip("/"),
             handlers=_list(env.get("HOOKLATCH_HANDLERS")),
-            handlers_path=_folders(env, "HOOKLATCH_HANDLERS_PATH"),
+            handlers_path=_folders(env.get("HOOKLATCH_HANDLERS_PATH")),
             max_body_bytes=_int(env, "HOOKLATCH_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, minimum=1),
             instance_path=Path(env.get("HOOKLATCH_INSTANCE_PATH") or Path.cwd() / "instance"),
             queue_name=env.get("HOOKLATCH_QUEUE") or cls.queue_name,

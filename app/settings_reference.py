@@ -59,7 +59,20 @@ SECTIONS = (
                 "HOOKLATCH_HANDLERS",
                 "none",
                 "Comma-separated modules that register handlers, imported at start by every "
-                "process. A module that fails to import stops the process.",
+                "process, from `HOOKLATCH_HANDLERS_PATH` or the installed packages. A module "
+                "that is not found stops the process with one line saying where it was looked "
+                "for; one that fails to import stops it with its traceback.",
+            ),
+            Setting(
+                "HOOKLATCH_HANDLERS_PATH",
+                "the working directory the process starts in",
+                "Folders, separated by `:` (`;` on Windows), in which the modules of "
+                "`HOOKLATCH_HANDLERS` are looked for, as `rq worker --path` and uvicorn's "
+                "`--app-dir` do; a relative one is read from the working directory. Set but "
+                "empty: none, only the installed packages. The folders come after the "
+                "standard library and the installed packages, so a project's `logging.py` or "
+                "`redis.py` never replaces theirs; a handler module named like an installed one "
+                "stops the process, saying so (rename it).",
             ),
             Setting(
                 "HOOKLATCH_INSTANCE_PATH",
@@ -244,10 +257,29 @@ SECTIONS = (
                 "strong as the admin token must be.",
             ),
             Setting(
-                "HOOKLATCH_METRICS_PORT",
+                "HOOKLATCH_RELAY_METRICS_PORT",
                 "unset: not served",
-                "Port on which `hooklatch relay` and `hooklatch worker` serve their metrics "
-                "(no token: keep it internal).",
+                "Port on which each `hooklatch relay` serves its metrics (`GET /metrics`, no "
+                "token), at `HOOKLATCH_METRICS_ADDRESS`. A port that is taken stops the relay "
+                "with one line naming this setting. Replaces `HOOKLATCH_METRICS_PORT`, which "
+                "relays and workers both took: a process given that one stops at start.",
+            ),
+            Setting(
+                "HOOKLATCH_WORKER_METRICS_PORT",
+                "unset: not served",
+                "Port on which each `hooklatch worker` serves its metrics and its work "
+                "horses' (no token), at `HOOKLATCH_METRICS_ADDRESS`. Each worker of a host "
+                "needs a port of its own: a second worker given a port in use stops with one "
+                "line naming this setting (give each its own, as the systemd unit's instance "
+                "name can, or leave it unset on all but one).",
+            ),
+            Setting(
+                "HOOKLATCH_METRICS_ADDRESS",
+                "`127.0.0.1`",
+                "The IP address the relay's and worker's metrics ports listen on: by default "
+                "this host only. Set it to the host's address on a private network that "
+                "Prometheus reaches (`0.0.0.0`: every address); these ports ask for no token, "
+                "so never one the internet reaches.",
             ),
             Setting(
                 "HOOKLATCH_METRICS_CACHE_SECONDS",
