@@ -2,13 +2,21 @@
 
 They live in the package (app/gunicorn_config.py), so that `hooklatch serve` and an
 installed hooklatch start the same web process. They are read anew each time gunicorn
-loads this file (at start, and on SIGHUP), from the environment of that moment.
+loads this file (at start, and on SIGHUP), from the environment of that moment: the
+module is run again (reloaded) rather than through runpy, whose loader interface
+pytest's import hook lacks for installed pytest plugins' packages, hooklatch's included.
 """
 
-import runpy
+import importlib
+import sys
+
+# Names of this file's own start with _: gunicorn takes any other that names a setting
+# (even `config`).
+_NAME = "hooklatch.gunicorn_config"
+_module = (
+    importlib.reload(sys.modules[_NAME]) if _NAME in sys.modules else importlib.import_module(_NAME)
+)
 
 globals().update(
-    (name, value)
-    for name, value in runpy.run_module("hooklatch.gunicorn_config").items()
-    if not name.startswith("__")
+    (name, value) for name, value in vars(_module).items() if not name.startswith("__")
 )

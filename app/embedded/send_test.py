@@ -9,18 +9,17 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from hooklatch.providers.base import Delivery, Provider
+from hooklatch.providers.base import Provider
+from hooklatch.providers.samples import signed_sample
 
 
 def send_signed_sample(
     provider: Provider, url: str, *, secret: str, options: Mapping[str, str], now: datetime
 ) -> tuple[int, Any]:
     """POST the provider's sample event to ``url``, signed with ``secret``: the answer's
-    status and JSON body."""
-    headers, body = provider.sample_event(now=now)
-    lowered = {k.lower(): v for k, v in headers.items()}
-    delivery = Delivery("POST", url, lowered, body, dict(options))
-    headers.update(provider.sign(delivery, secret=secret, now=now))
+    status and JSON body. CannotSign, before anything is sent, where the provider's plugin
+    cannot make one."""
+    headers, body = signed_sample(provider, url, secret=secret, options=options, now=now)
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310
     try:
         with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310

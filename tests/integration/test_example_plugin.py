@@ -54,6 +54,24 @@ def test_the_plugins_own_tests_pass_the_conformance_kit(installed):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("target", "passed"),
+    [("acme", 10), ("tests/test_conformance.py:TestAcmeConformance", 11)],
+)
+def test_the_kit_run_as_a_command_passes_the_installed_plugin(installed, target, passed):
+    result = subprocess.run(
+        [sys.executable, "-m", "hooklatch.testing", target],
+        cwd=PACKAGE,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{installed}:{ROOT}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1] == f"{passed} passed, 0 failed", result.stdout
+
+
+@pytest.mark.slow
 def test_an_installed_plugin_receives_events_through_gunicorn(
     installed, procs, proc_settings, runtime
 ):

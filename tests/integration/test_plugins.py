@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from tests.support.install import ROOT
+from tests.support.plugins import plugin_site
 
 PLUGIN = """
 from datetime import timedelta
@@ -66,12 +67,7 @@ class Stripeish(Provider):
 
 def start_with_plugin(tmp_path, entry_point, **env):
     """Run a command that loads the providers, with one extra installed distribution."""
-    site = tmp_path / "site"
-    dist = site / "acme_hooks-0.1.dist-info"
-    dist.mkdir(parents=True, exist_ok=True)
-    (site / "acme_hooks.py").write_text(PLUGIN)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-hooks\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(f"[hooklatch.providers]\n{entry_point}\n")
+    site = plugin_site(tmp_path / "site", "acme_hooks", PLUGIN, entry_point)
     return subprocess.run(
         [sys.executable, "-m", "hooklatch", "providers"],
         cwd=tmp_path,

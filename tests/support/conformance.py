@@ -22,7 +22,7 @@ class HttpConformance(ProviderConformance):
     def endpoint(self, secrets):
         self.endpoint_id, _ = make_endpoint(
             self.runtime,
-            self.provider,
+            self.plugin().name,
             name=f"conformance-{uuid.uuid4().hex[:8]}",
             secrets=list(secrets),
             options=dict(self.options),

@@ -8,6 +8,7 @@ once, and a refused request stores nothing and says why.
 
 import pytest
 
+from hooklatch.testing import CHECKS as KIT
 from tests.support.conformance import HttpConformance
 from tests.support.database import count
 from tests.support.providers.discord import DiscordCase
@@ -52,10 +53,15 @@ CASES = [
 ]
 
 CHECKS = [
-    "test_valid_request_is_accepted",
-    "test_tampered_body_is_refused",
-    "test_wrong_secret_is_refused",
-    "test_missing_signature_header_is_refused",
+    check
+    for check in KIT
+    if check.name
+    in (
+        "valid_request_is_accepted",
+        "tampered_body_is_refused",
+        "wrong_secret_is_refused",
+        "missing_signature_header_is_refused",
+    )
 ]
 
 
@@ -74,16 +80,16 @@ def case_id(case_class):
 # A scheme without the feature a check tests leaves that check out (a GitLab secret
 # token signs no body, so a tampered body cannot be told apart).
 RUNS = [
-    pytest.param(case_class, check, id=f"{case_id(case_class)}-{check.removeprefix('test_')}")
+    pytest.param(case_class, check, id=f"{case_id(case_class)}-{check.name}")
     for case_class in CASES
     for check in CHECKS
-    if getattr(case_class, check) is not None
+    if check.applies_to(case_class)
 ]
 
 
 @pytest.mark.parametrize(("case_class", "check"), RUNS)
 def test_every_provider_through_the_endpoint(case_class, check, client, runtime):
-    getattr(over_http(case_class, client, runtime), check)()
+    check.run(over_http(case_class, client, runtime))
 
 
 @pytest.mark.parametrize("case_class", CASES, ids=case_id)
