@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import requests
+import yaml
 
 from tests.support.metrics import run_promtool, sample, scrape
 from tests.support.pipeline import deliver, make_endpoint, wait_for
@@ -159,3 +160,11 @@ def test_the_documented_scrape_config_is_valid(tmp_path):
     output = checked.stdout + checked.stderr
     assert checked.returncode == 0, output
     assert "SUCCESS: 10 rules found" in output, output
+
+
+def test_the_scrape_config_the_operating_page_shows_is_the_one_checked():
+    """The page's block and deploy/prometheus.yml say the same, comments aside."""
+    page = (ROOT / "docs" / "operating.md").read_text()
+    block = page.split("```yaml\n", 1)[1].split("```", 1)[0]
+    checked = (ROOT / "deploy" / "prometheus.yml").read_text()
+    assert yaml.safe_load(block) == yaml.safe_load(checked)
