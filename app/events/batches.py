@@ -43,7 +43,7 @@ from hooklatch.events.models import (
     ReplayBatch,
     ReplayBatchItem,
 )
-from hooklatch.events.replay import check_reason, request_replay
+from hooklatch.events.replay import request_replay
 from hooklatch.operations import audit
 
 RUNNING, DONE, CANCELLED = "running", "done", "cancelled"
@@ -111,7 +111,7 @@ def start(
     given."""
     if not reason.strip():
         raise BadRequest("a bulk replay needs a reason", reason="reason_required")
-    check_reason(reason)
+    audit.check_reason(reason)
     if events.is_empty():
         raise BadRequest(
             "a bulk replay needs a filter (status, provider, endpoint, type, times or id)",

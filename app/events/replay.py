@@ -7,16 +7,10 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from hooklatch.errors import BadRequest, NotFound, PayloadPruned, ReplayRefused
+from hooklatch.errors import NotFound, PayloadPruned, ReplayRefused
 from hooklatch.events.models import PENDING, Attempt, Event, OutboxEntry, Replay
 from hooklatch.operations import audit
-
-REASON_MAX = 1000  # characters: a reason is a sentence for the audit log, not a document
-
-
-def check_reason(reason: str | None) -> None:
-    if reason is not None and len(reason) > REASON_MAX:
-        raise BadRequest(f"a reason is at most {REASON_MAX} characters", reason="reason_too_long")
+from hooklatch.operations.audit import check_reason
 
 
 def replay_one(

@@ -14,10 +14,21 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from hooklatch.errors import BadRequest
 from hooklatch.operations.models import AuditEntry
 
 ACTOR_LENGTH = 200
 TARGET_LENGTH = 200
+# Characters of the reason a person gives for a replay, a bulk replay or a key's
+# release, whichever face asks for it: a sentence for this log, not a document.
+REASON_MAX = 1000
+
+
+def check_reason(reason: str | None) -> None:
+    """Refuses (``reason_too_long``) a reason longer than REASON_MAX: never cut short,
+    so the log keeps what was said or nothing."""
+    if reason is not None and len(reason) > REASON_MAX:
+        raise BadRequest(f"a reason is at most {REASON_MAX:,} characters", reason="reason_too_long")
 
 
 def record(

@@ -247,6 +247,7 @@ def release_key(
     dead event stays dead (replay it to run it again)."""
     if not reason.strip():
         raise BadRequest("say why the key is released", reason="reason_required")
+    audit.check_reason(reason)
     ref = KeyRef(endpoint.id, key)
     parked = claims.release(session, ref, now=now)
     if parked is None:
@@ -257,6 +258,6 @@ def release_key(
         action="key_released",
         target=f"endpoint {endpoint.id}",
         now=now,
-        details={"key": key, "dead_event": parked, "reason": reason[:1000]},
+        details={"key": key, "dead_event": parked, "reason": reason},
     )
     return {"endpoint_id": endpoint.id, "key": key, "dead_event": parked}
