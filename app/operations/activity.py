@@ -8,6 +8,12 @@ what happened to events (processed, ignored, failed attempts, dead) once the chu
 did it has committed, in a short transaction of their own, so that a chunk rolled back
 counts nothing and no chunk holds a counter row while it runs.
 
+A failed attempt is counted in the hour it failed; how an event ended (processed,
+ignored, dead) in the hour it was received, like its ``accepted``: so the events
+accepted in a window are the ones that ended in it plus those still pending, and the
+overview's columns add up (replays are not counted: an event is counted once, by how
+its own run ended).
+
 Counts a process holds when it is killed are lost: the overview is for people, the
 events table stays the record, and /metrics counts the same deliveries for alerting.
 """
@@ -35,14 +41,10 @@ from hooklatch.operations.models import ActivityCount
 log = logging.getLogger(__name__)
 
 FAILED = "failed"  # an attempt that failed, retried or not
-# An event's status after an attempt, as the outcome counted (a pending event after an
-# attempt is one whose attempt failed and will be retried).
-_AFTER_ATTEMPT = {
-    PROCESSED: (PROCESSED,),
-    IGNORED: (IGNORED,),
-    DEAD: (FAILED, DEAD),
-    PENDING: (FAILED,),
-}
+# An event's status after an attempt: whether the attempt failed (a pending event after
+# an attempt is one whose attempt failed and will be retried), and how the event ended.
+_FAILED_AFTER = (DEAD, PENDING)
+ENDED = (PROCESSED, IGNORED, DEAD)
 OUTCOME_LENGTH = 64
 
 # One statement for both databases: an endpoint deleted since its deliveries were counted
@@ -75,14 +77,20 @@ def add_counts(
 
 
 def count_attempts(
-    connection: Connection | Session, events: Iterable[tuple[str, str]], *, now: datetime
+    connection: Connection | Session,
+    events: Iterable[tuple[str, str, datetime]],
+    *,
+    now: datetime,
 ) -> None:
-    """After a worker's chunk committed: each (endpoint id, status after the attempt)."""
-    hour = hour_of(now)
+    """After a worker's chunk committed: each (endpoint id, status after the attempt,
+    when the event was received). A failure counts in this hour, an ending in the hour
+    the event was received."""
     counts: Counts = Counter()
-    for endpoint_id, status in events:
-        for outcome in _AFTER_ATTEMPT.get(status, ()):
-            counts[(hour, endpoint_id, outcome)] += 1
+    for endpoint_id, status, received_at in events:
+        if status in _FAILED_AFTER:
+            counts[(hour_of(now), endpoint_id, FAILED)] += 1
+        if status in ENDED:
+            counts[(hour_of(received_at), endpoint_id, status)] += 1
     add_counts(connection, counts)
 
 
@@ -176,7 +184,8 @@ def _mark_verified(connection: Connection, verified: dict[tuple[str, str], datet
 
 def overview(session: Session, *, now: datetime, hours: int = 24) -> dict[str, Any]:
     """Per endpoint, the last ``hours``: counts by outcome, and what waits now (pending
-    events and the oldest's age, dead events)."""
+    events and the oldest's age, dead events; ``pending_recent``: the pending events
+    received in those hours, which have not ended yet)."""
     since = hour_of(now) - timedelta(hours=hours - 1)
     by_endpoint: dict[str, dict[str, int]] = {}
     for endpoint_id, outcome, n in session.execute(
@@ -186,15 +195,23 @@ def overview(session: Session, *, now: datetime, hours: int = 24) -> dict[str, A
     ):
         by_endpoint.setdefault(endpoint_id, {})[outcome] = int(n)
     waiting: dict[str, dict[str, Any]] = {}
-    for endpoint_id, status, n, oldest in session.execute(
-        select(Event.endpoint_id, Event.status, func.count(), func.min(Event.received_at))
+    for endpoint_id, status, n, recent, oldest in session.execute(
+        select(
+            Event.endpoint_id,
+            Event.status,
+            func.count(),
+            func.count().filter(Event.received_at >= since),
+            func.min(Event.received_at),
+        )
         .where(Event.status.in_((PENDING, DEAD)))
         .group_by(Event.endpoint_id, Event.status)
     ):
-        entry = waiting.setdefault(endpoint_id, {"pending": 0, "dead": 0, "oldest_pending": None})
+        entry = waiting.setdefault(
+            endpoint_id, {"pending": 0, "dead": 0, "oldest_pending": None, "pending_recent": 0}
+        )
         entry[status] = int(n)
         if status == PENDING:
-            entry["oldest_pending"] = oldest
+            entry["oldest_pending"], entry["pending_recent"] = oldest, int(recent)
     return {"since": since, "counts": by_endpoint, "waiting": waiting}
 
 

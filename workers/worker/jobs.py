@@ -13,6 +13,7 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from redis.exceptions import RedisError
 from rq import Queue, get_current_job
@@ -159,7 +160,7 @@ def _transaction(
     """One chunk in one transaction: the ids claimed but left for later, and outcomes."""
     outcomes: Counter[str] = Counter()
     tally = EventTally()
-    seen: list[tuple[str, str]] = []
+    seen: list[tuple[str, str, datetime]] = []
     with runtime.session_factory.begin() as session:
         done, left = process_chunk(session, runtime, chunk, outcomes, tally, seen, drain)
         if job_id is not None and done:
@@ -170,7 +171,7 @@ def _transaction(
     return left, outcomes
 
 
-def count_activity(runtime: Runtime, seen: list[tuple[str, str]]) -> None:
+def count_activity(runtime: Runtime, seen: list[tuple[str, str, datetime]]) -> None:
     """The console's hourly counts of a committed chunk, in a transaction of their own,
     so that workers never wait for each other on the counter rows while a chunk is
     open. Best effort: a failure to count is logged once and never fails the chunk."""

@@ -105,7 +105,7 @@ def process_chunk(
     event_ids: list[int],
     counts: Counter[str],
     tally: EventTally | None = None,
-    seen: list[tuple[str, str]] | None = None,
+    seen: list[tuple[str, str, datetime]] | None = None,
     drain: Drain | None = None,
 ) -> tuple[list[int], list[int]]:
     """Run the handlers of each of these events that is pending and due, once.
@@ -115,8 +115,8 @@ def process_chunk(
     the next transaction because this one has run long enough. Unkeyed events are claimed
     by their row locks here; keyed ones under their key's lock (``keyed``), which may run
     more of the key's events than the job brought. Each outcome goes to ``tally``
-    (metrics) and ``seen`` (endpoint id, status after the attempt: the console's hourly
-    activity), which the caller records once the transaction has committed.
+    (metrics) and ``seen`` (endpoint id, status after the attempt, time received: the
+    console's hourly activity), which the caller records once the transaction has committed.
     """
     now = runtime.clock()
     states = claims.chunk_states(session, event_ids)
@@ -338,8 +338,8 @@ class _Writes:
 
     events: list[dict[str, Any]] = field(default_factory=list)
     attempts: list[dict[str, Any]] = field(default_factory=list)
-    # (endpoint id, status after the attempt): the console's hourly activity.
-    outcomes: list[tuple[str, str]] = field(default_factory=list)
+    # (endpoint id, status after the attempt, received): the console's hourly activity.
+    outcomes: list[tuple[str, str, datetime]] = field(default_factory=list)
 
     def add(
         self,
@@ -362,9 +362,9 @@ class _Writes:
             }
         )
         self.attempts.append(attempt)
-        self.outcomes.append((event.endpoint_id, status))
+        self.outcomes.append((event.endpoint_id, status, event.received_at))
 
-    def apply(self, session: Session, seen: list[tuple[str, str]] | None) -> None:
+    def apply(self, session: Session, seen: list[tuple[str, str, datetime]] | None) -> None:
         if self.events:
             session.execute(update(Event), self.events)
             session.execute(insert(Attempt), self.attempts)
