@@ -9,11 +9,15 @@ and paragraph separators, and every space but the plain one. A backslash is show
 doubled, so that the text ``\\u202e`` and the character U+202E never look alike. What is
 shown is only for reading: stored values, form fields, JSON answers and downloads keep
 the text as it is.
+
+Counts with their nouns (``counted``) and times (``shown_time``) are written here too,
+the same way on every page and in every command.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 
 def visible(text: str, *, keep: str = "") -> str:
@@ -40,3 +44,25 @@ def visible_json(text: str) -> str:
 
 def _escaped(c: str) -> str:
     return "\\\\" if c == "\\" else c.encode("unicode_escape").decode()
+
+
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """``1 event``, ``2 events``, ``0 events``: a count with its noun in the right number
+    (``plural`` where adding an s is wrong: ``counted(n, "key", "keys")``)."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
+def utc_time(moment: datetime | str) -> datetime:
+    """A stored time (a datetime, or the ISO text an answer carries) in UTC; a time
+    without a zone is taken as UTC, as the database stores them."""
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def shown_time(moment: datetime | str) -> str:
+    """A time as a person reads it: ``2026-11-26 12:37:29 UTC``, to the second (cut, not
+    rounded: never later than it was)."""
+    return utc_time(moment).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -8,6 +8,7 @@ import click
 
 from hooklatch.cli.context import cli_actor, friendly, runtime_of
 from hooklatch.cli.output import echo_json, emit, printable
+from hooklatch.display import counted
 from hooklatch.events.models import STATUSES, Event
 from hooklatch.events.serialize import MAX_LIST_LIMIT
 
@@ -127,7 +128,9 @@ def events_replay(
             return
         more = "more than " if found.over_cap else ""
         click.echo(
-            f"{more}{min(found.matched, cap)} events match {chosen.as_dict()}, up to event "
+            f"{more}{counted(min(found.matched, cap), 'event')} "
+            f"{'matches' if min(found.matched, cap) == 1 and not more else 'match'} "
+            f"{chosen.as_dict()}, up to event "
             f"{found.watermark} (replay them with --watermark {found.watermark})"
         )
         if found.over_cap:
@@ -153,7 +156,7 @@ def events_replay(
         echo_json(shown)
     else:
         click.echo(
-            f"bulk replay {shown['id']}: {shown['matched']} events, at most "
+            f"bulk replay {shown['id']}: {counted(shown['matched'], 'event')}, at most "
             f"{shown['rate']:g} a second; `hooklatch events batch {shown['id']}` shows how "
             "far it got"
         )

@@ -10,6 +10,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from hooklatch.cli.context import friendly, runtime_of
 from hooklatch.cli.ordering import blocked_line
 from hooklatch.cli.output import echo_json
+from hooklatch.display import counted
 from hooklatch.logs import one_line
 
 # Exit codes: 0 all well, 1 the database could not be read (or a setting is wrong),
@@ -77,7 +78,7 @@ def lines(figures: dict[str, Any], problems: list[str]) -> list[str]:
     done = figures["cleanup"]
     out.append(
         f"cleanup: last pass {done['finished_at']}: {done['pruned']} payloads pruned, "
-        f"{done['deleted']} events deleted in {done['seconds']:.2f} s"
+        f"{counted(done['deleted'], 'event')} deleted in {done['seconds']:.2f} s"
         f"{_behind(done['oldest_expired_seconds'])}"
         if done
         else "cleanup: last pass never (no running relay or dispatcher has finished one)"

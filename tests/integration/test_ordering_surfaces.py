@@ -379,6 +379,30 @@ def test_the_api_releases_a_parked_key_once(client, runtime, blocked):
     assert elsewhere.status_code == 404
 
 
+def test_a_release_reason_over_1000_characters_is_refused_not_cut_short(app_with, runtime, blocked):
+    api = app_with().test_client()
+    url = f"/admin/endpoints/{blocked.endpoint}/keys/release"
+    too_long = {"key": "cus_parked", "reason": "r" * 1001}
+    answer = api.post(url, json=too_long, headers=AUTH)
+    assert (answer.status_code, answer.json["error"]) == (400, "reason_too_long")
+    console, _ = signed_in(app_with())
+    page = console.get("/admin/console/keys")
+    assert 'name="reason" required maxlength="1000"' in page.get_data(as_text=True)
+    refused = console.post(
+        f"/admin/console/endpoints/{blocked.endpoint}/keys/release",
+        data={**too_long, "csrf_token": csrf_of(page)},
+    )
+    assert refused.status_code == 400 and "at most 1,000 characters" in refused.get_data(
+        as_text=True
+    )
+    assert parked_event(runtime, blocked.endpoint, "cus_parked") == blocked.dead
+
+    taken = api.post(url, json={**too_long, "reason": "r" * 1000}, headers=AUTH)
+    assert taken.status_code == 200, taken.json
+    [entry] = audit_entries(runtime, "key_released")
+    assert len(entry.details["reason"]) == 1000
+
+
 def test_the_api_changes_the_ordering_or_says_why_not(client, runtime):
     endpoint, _ = make_endpoint(runtime)
     url = f"/admin/endpoints/{endpoint}/ordering"

@@ -15,15 +15,18 @@ through Jinja's autoescaping, and shown with its invisible characters escaped
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
 from flask import Flask, url_for
+from markupsafe import Markup, escape
 
 # Imported for the views and hooks they register on the blueprint.
 from hooklatch.admin.console import auth, endpoints, keys, pages, replays  # noqa: F401
 from hooklatch.admin.console.blueprint import bp
-from hooklatch.display import visible
+from hooklatch.display import counted, shown_time, utc_time, visible
+from hooklatch.operations.audit import REASON_MAX
 
 
 @bp.app_template_global()
@@ -39,6 +42,28 @@ def visible_filter(value: Any, keep: str = "") -> str:
     """``{{ key|visible }}``: text someone else chose, its invisible characters escaped
     (hooklatch.display). Only where text is shown: a form field keeps the value as is."""
     return visible(str(value), keep=keep)
+
+
+@bp.app_template_filter("when")
+def when_filter(value: datetime | str | None, empty: str = "\N{EN DASH}") -> Markup:
+    """``{{ event.received_at|when }}``: ``2026-11-26 12:37:29 UTC`` on one line, the
+    exact value (microseconds and all) in its ``datetime`` and shown on hover."""
+    if value is None or value == "":
+        return escape(empty)
+    exact = utc_time(value).isoformat()
+    return Markup('<time datetime="{0}" title="{0}">{1}</time>').format(exact, shown_time(value))
+
+
+@bp.app_template_filter("counted")
+def counted_filter(number: int, noun: str, plural: str | None = None) -> str:
+    """``{{ n|counted("event") }}``: ``1 event``, ``2 events`` (hooklatch.display)."""
+    return counted(number, noun, plural)
+
+
+@bp.context_processor
+def _limits() -> dict[str, Any]:
+    """Limits the forms state (``maxlength``) as the service functions enforce them."""
+    return {"reason_max": REASON_MAX}
 
 
 def init_app(app: Flask) -> None:

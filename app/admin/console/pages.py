@@ -15,7 +15,7 @@ from hooklatch.admin.console.auth import actor, sign_in, sign_out
 from hooklatch.admin.console.blueprint import bp
 from hooklatch.display import visible, visible_json
 from hooklatch.endpoints.models import Endpoint
-from hooklatch.errors import ReplayRefused, TooManyAttempts
+from hooklatch.errors import BadRequest, ReplayRefused, TooManyAttempts
 from hooklatch.events.browse import EventFilter, page
 from hooklatch.events.models import STATUSES, Event
 from hooklatch.events.replay import replay_one
@@ -24,7 +24,9 @@ from hooklatch.operations import activity, audit
 from hooklatch.runtime import current_runtime
 
 STORED = ("accepted", "duplicate")
-HANDLED = ("processed", "ignored", "failed", "dead")
+# How the accepted events ended (with those pending, their sum is ``accepted``), and
+# failed attempts.
+HANDLED = (*activity.ENDED, activity.FAILED)
 # Headers curl writes itself, or that describe the connection rather than the delivery.
 NOT_RESENT = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
 MAX_ID = 2**63 - 1
@@ -82,12 +84,9 @@ def _overview_row(endpoint: Endpoint, seen: dict[str, Any], now: datetime) -> di
     }
     return {
         "endpoint": endpoint,
-        "accepted": counts.get("accepted", 0),
-        "duplicate": counts.get("duplicate", 0),
+        **{outcome: counts.get(outcome, 0) for outcome in (*STORED, *HANDLED)},
         "refused": refused,
-        "processed": counts.get("processed", 0),
-        "failed": counts.get("failed", 0),
-        "dead": counts.get("dead", 0),
+        "pending": waiting.get("pending_recent", 0),
         "pending_now": waiting.get("pending", 0),
         "dead_now": waiting.get("dead", 0),
         "oldest_pending_seconds": (now - oldest).total_seconds() if oldest else None,
@@ -187,7 +186,7 @@ def replay(event_id: int) -> Any:
     try:
         with runtime.session_factory.begin() as session:
             replay_one(session, event_id, actor=actor(), reason=reason, now=runtime.clock())
-    except ReplayRefused as exc:
+    except (ReplayRefused, BadRequest) as exc:  # refused, or a reason too long
         flash(exc.message, "error")
         return redirect(url_for("console.event", event_id=event_id))
     runtime.wake_dispatcher()

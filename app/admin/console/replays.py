@@ -9,19 +9,51 @@ from flask import flash, redirect, render_template, request, url_for
 
 from hooklatch.admin.console.auth import actor
 from hooklatch.admin.console.blueprint import bp
+from hooklatch.display import counted
 from hooklatch.events import batches
 from hooklatch.events.browse import EventFilter
 from hooklatch.events.serialize import describe_event
 from hooklatch.runtime import current_runtime
 
 FILTER_FIELDS = ("status", "provider", "endpoint", "type", "external_id", "since", "until")
+# A replay's statuses, in the order the counts and the bar show them (``stale``: an older
+# state run again, which its handler declined to apply).
+SHOWN_ALWAYS = ("succeeded", "failed", "cancelled")
+SHOWN_WHEN_ANY = ("stale", "pending")
+
+
+def fared(batch: dict[str, Any]) -> dict[str, Any]:
+    """How a batch (``batches.describe``) has fared, as its page and the list show it: a
+    badge that says when replays failed (``done, 3 failed``, never the plain green of a
+    batch whose every replay succeeded), the count of each replay status, and the bar's
+    segments: replays by status, then skipped events, out of every event matched."""
+    replays = batch["replays"]
+    failed = replays.get("failed", 0)
+    label, tone = batch["status"], batch["status"]
+    if failed:
+        label = f"{batch['status']}, {failed} failed"
+        tone = "failed" if not replays.get("succeeded") else "partly"
+    counts = [(s, replays.get(s, 0)) for s in SHOWN_ALWAYS]
+    counts += [(s, replays[s]) for s in SHOWN_WHEN_ANY if replays.get(s)]
+    segments, x = [], 0
+    for part, n in [*counts, ("skipped", batch["skipped"])]:
+        if n:
+            segments.append({"part": part, "x": x, "width": n, "n": n})
+            x += n
+    return {
+        "label": label,
+        "tone": tone,
+        "counts": counts,
+        "segments": segments,
+        "total": max(batch["matched"], x, 1),
+    }
 
 
 @bp.get("/replays")
 def replays() -> Any:
     with current_runtime().session_factory() as session:
         shown = [batches.describe(session, b) for b in batches.recent(session)]
-    return render_template("console/replays.html", batches=shown)
+    return render_template("console/replays.html", batches=[(b, fared(b)) for b in shown])
 
 
 @bp.get("/replays/new")
@@ -74,7 +106,7 @@ def start_replay() -> Any:
 def replay_batch(batch_id: int) -> Any:
     with current_runtime().session_factory() as session:
         shown = batches.describe(session, batches.get(session, batch_id))
-    return render_template("console/replay_batch.html", batch=shown)
+    return render_template("console/replay_batch.html", batch=shown, fared=fared(shown))
 
 
 @bp.post("/replays/<int:batch_id>/cancel")
@@ -84,7 +116,8 @@ def cancel_replay(batch_id: int) -> Any:
         cancelled = batches.cancel(session, batch_id, actor=actor(), now=runtime.clock())
     flash(
         f"Bulk replay {batch_id} cancelled: events not reached are not replayed, and "
-        f"{cancelled.replays} replays asked for and not started were cancelled "
+        f"{counted(cancelled.replays, 'replay')} asked for and not started "
+        f"{'was' if cancelled.replays == 1 else 'were'} cancelled "
         "(a replay already running finishes).",
         "ok",
     )
