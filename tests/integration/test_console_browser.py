@@ -1,8 +1,9 @@
 """The console in a real browser (Debian's chromium, driven by Playwright), against the
 Procfile's web process, a relay and a worker: sign in, filter, open an event, replay it
 and see the new attempt; bulk-replay dead events after a dry run and watch them become
-processed; rotate a secret; and neither a form posted without its CSRF token nor a script
-in an event's body does anything. The screenshots in docs/ come from these tests
+processed; rotate a secret; neither a form posted without its CSRF token nor a script
+in an event's body does anything; and every page, found in the app's URL map, fits a
+phone 375 px wide and a desktop. The screenshots in docs/ come from these tests
 (HOOKLATCH_SCREENSHOTS=docs/screenshots)."""
 
 from __future__ import annotations
@@ -13,13 +14,18 @@ import time
 
 import pytest
 import requests
+from flask import url_for
+from sqlalchemy import select
 
+from hooklatch.endpoints.models import Endpoint
+from hooklatch.ordering.service import set_ordering
 from tests.support.browser import launched, screenshot
 from tests.support.database import count, load_event
 from tests.support.pipeline import make_endpoint, wait_for
 from tests.support.processes import hooklatch_cmd, process_env, start_procfile_web
 from tests.support.signing import stripe_event, stripe_headers
 from tests.support.tokens import ADMIN_TOKEN as TOKEN
+from tests.support.tokens import AUTH
 
 SECRET = "whsec_console_secret"
 
@@ -264,3 +270,172 @@ def test_a_script_in_an_event_body_is_shown_as_text_and_never_runs(page, stack, 
     time.sleep(0.5)
     assert page.evaluate("window.__xss") is None
     assert page.dialogs == []
+
+
+# -- every page at a phone's width ---------------------------------------------------------
+
+PHONE = {"width": 375, "height": 740}
+DESKTOP = {"width": 1360, "height": 900}
+# Pages that are no page: a file, and the console's own script and style.
+NOT_PAGES = {"console.static", "console.event_body"}
+OPEN_PAGES = {"console.login"}  # seen signed out
+QUERIES = {"console.plan_replay": "?status=dead&type=flaky.*"}
+LONG = {
+    "id": "evt_" + "1234567890" * 20,
+    "type": "effect." + "averyveryverylongeventtype" * 8,
+    "note": "n" * 3000,
+    "header": "h" * 1500,
+    "customer": "cus_" + "k" * 200,
+}
+# What a page must be: nothing wider than the window (a table scrolls in its own box,
+# a long value breaks or scrolls in its own), the navigation inside the header, and
+# every time on one line, with its exact value on hover.
+MEASURE = r"""() => {
+  const header = document.querySelector("header").getBoundingClientRect();
+  const inHeader = r => r.left >= header.left && r.right <= header.right
+                        && r.top >= header.top && r.bottom <= header.bottom;
+  const links = [...document.querySelectorAll("header a, header button")];
+  const navTops = [...document.querySelectorAll("header nav a")]
+    .map(a => a.getBoundingClientRect().top);
+  const times = [...document.querySelectorAll("time")];
+  const wrong = t => !t.dateTime || t.title !== t.dateTime || t.getClientRects().length !== 1
+                     || getComputedStyle(t).whiteSpace !== "nowrap";
+  const iso = /\d{4}-\d\d-\d\dT\d\d:\d\d|\d\d:\d\d:\d\d\.\d/g;
+  return {
+    width: window.innerWidth,
+    scroll: document.scrollingElement.scrollWidth,
+    outside: links.filter(a => !inHeader(a.getBoundingClientRect())).length,
+    lines: new Set(navTops).size,
+    times: times.length,
+    badTimes: times.filter(wrong).map(t => t.outerHTML),
+    rawTimes: document.body.innerText.match(iso) || [],
+  };
+}"""
+
+
+def console_pages(app, ids):
+    """Every page the console serves to GET, from the app's URL map, as a URL with the
+    ids of real rows: a page added later is visited without changing this test, and one
+    whose URL takes an id this test does not know fails it."""
+    urls = {}
+    with app.test_request_context():
+        for rule in app.url_map.iter_rules():
+            if not rule.endpoint.startswith("console.") or rule.endpoint in NOT_PAGES:
+                continue
+            if "GET" not in rule.methods:
+                continue
+            unknown = set(rule.arguments) - set(ids)
+            assert not unknown, f"{rule.rule}: no row to show for {unknown}: add one to ids"
+            values = {name: ids[name] for name in rule.arguments}
+            urls[rule.endpoint] = url_for(rule.endpoint, **values) + QUERIES.get(rule.endpoint, "")
+    return urls
+
+
+def real_data(base, runtime, markers):
+    """Rows for every page, made through the running processes: events processed,
+    ignored, dead and pending, one with a long id, type, body and header; a key parked
+    by a dead event with a long key; a bulk replay whose every replay failed; audit
+    entries."""
+    billing, _ = make_endpoint(runtime, secrets=[SECRET], name="billing")
+    storefront, _ = make_endpoint(
+        runtime, secrets=[SECRET], name="orders-from-the-european-storefront-and-partners"
+    )
+    with runtime.session_factory.begin() as session:
+        row = session.scalars(select(Endpoint).where(Endpoint.id == storefront)).one()
+        set_ordering(session, row, actor="test", now=runtime.clock(), policy="fifo")
+    long_body = stripe_event(LONG["id"], event_type=LONG["type"], note=LONG["note"])
+    headers = {**stripe_headers(long_body, SECRET), "X-Trace-Context": LONG["header"]}
+    answer = requests.post(f"{base}/hooks/{billing}", data=long_body, headers=headers, timeout=10)
+    assert answer.status_code == 200, answer.text
+    long_event = answer.json()["events"][0]["id"]
+    post_event(base, billing, "evt_nobody", "customer.created")  # ignored
+    (markers / "broken").touch()
+    dead = [post_event(base, billing, f"evt_dies_{n}", "flaky.order") for n in range(2)]
+    post_event(base, storefront, "evt_parks", "flaky.order", customer=LONG["customer"])
+    post_event(base, storefront, "evt_behind", "effect.order", customer=LONG["customer"])
+    wait_for(
+        lambda: (
+            all(status_of(runtime, i) == "dead" for i in dead)
+            and count(
+                runtime, "SELECT count(*) FROM ordering_keys WHERE parked_event_id IS NOT NULL"
+            )
+            == 1
+        ),
+        timeout=30,
+        message="dead events and a parked key",
+    )
+    started = requests.post(
+        f"{base}/admin/replays",
+        json={"status": "dead", "endpoint": billing, "reason": "API back up (it was not)"},
+        headers=AUTH,
+        timeout=10,
+    )
+    assert started.status_code == 202, started.text
+    batch = started.json()["id"]
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM replays WHERE status = 'failed'") == 2,
+        timeout=30,
+        message="the bulk replay's replays failed",
+    )
+    wait_for(lambda: status_of(runtime, long_event) == "processed", timeout=30, message="processed")
+    return {"event_id": long_event, "endpoint_id": storefront, "batch_id": batch}
+
+
+def fits(page, url=None, *, wide=False):
+    """The page at ``url`` (or the one open) fits the window; returns what was measured."""
+    if url is not None:
+        page.goto(url)
+    url = page.url
+    seen = page.evaluate(MEASURE)
+    assert seen["scroll"] <= seen["width"], f"{url} is {seen['scroll']} px wide at {seen['width']}"
+    assert seen["outside"] == 0, f"{url}: the navigation spills out of the header"
+    assert seen["badTimes"] == [], f"{url}: times wrapped or without their exact value"
+    assert seen["rawTimes"] == [], f"{url}: raw ISO times shown"
+    if wide:
+        assert seen["lines"] == 1, f"{url}: the navigation takes {seen['lines']} lines"
+    return seen
+
+
+def test_every_console_page_fits_a_phone_375_px_wide_and_a_desktop(browser, stack, runtime, app):
+    base, markers = stack
+    ids = real_data(base, runtime, markers)
+    urls = console_pages(app, ids)
+    assert {"console.overview", "console.events", "console.event", "console.keys"} <= set(urls)
+    errors = {
+        "/admin/console/no-such-page": "Nothing here.",
+        "/admin/console/events/999999": "Nothing here.",
+        "/admin/console/endpoints/ep_no_such_endpoint": "no endpoint",
+        "/admin/console/events?type=%00": "holds a NUL character",
+    }
+    github, _ = make_endpoint(runtime, "github", secrets=["gh-first"], name="gh")
+
+    phone = browser.new_context(base_url=base, viewport=PHONE)
+    page = phone.new_page()
+    for endpoint in sorted(OPEN_PAGES):
+        fits(page, urls[endpoint])
+    sign_in(page)
+    times = 0
+    for endpoint, url in sorted(urls.items()):
+        if endpoint not in OPEN_PAGES:
+            times += fits(page, url)["times"]
+            if endpoint == "console.event":
+                screenshot(page, "event-phone", full_page=False)
+    assert times >= 20  # the pages showed times, and each was checked
+    for url, says in errors.items():
+        fits(page, url)
+        assert says in page.inner_text("main"), url
+    page.goto(f"/admin/console/endpoints/{github}")
+    submit(page, "text=Add secret")  # the page that shows a generated secret once
+    assert len(page.inner_text("#new-secret").strip()) >= 40
+    fits(page)
+    phone.close()
+
+    desktop = browser.new_context(base_url=base, viewport=DESKTOP)
+    page = desktop.new_page()
+    sign_in(page)
+    for endpoint, url in sorted(urls.items()):
+        if endpoint not in OPEN_PAGES:
+            fits(page, url, wide=True)
+            if endpoint == "console.replay_batch":
+                screenshot(page, "bulk-replay-failed")
+    desktop.close()

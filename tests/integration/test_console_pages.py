@@ -249,3 +249,14 @@ def test_a_reason_of_1000_characters_is_taken_and_1001_refused_by_the_api(client
     assert one.status_code == 202, one.json
     assert (too_long.status_code, too_long.json["error"]) == (400, "reason_too_long")
     assert bulk.status_code == 202, bulk.json
+
+
+def test_a_console_url_that_is_no_page_gets_the_consoles_page_and_others_json(app):
+    client, _ = signed_in(app)
+
+    page = client.get("/admin/console/no-such-page")
+    api = client.get("/admin/no-such-route")
+
+    assert page.status_code == 404 and "Nothing here." in page.get_data(as_text=True)
+    assert page.mimetype == "text/html"
+    assert (api.status_code, api.json["error"]) == (404, "not_found")

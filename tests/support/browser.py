@@ -42,9 +42,11 @@ def launched() -> Iterator[object]:
             browser.close()
 
 
-def screenshot(page: object, name: str) -> None:
-    """Into HOOKLATCH_SCREENSHOTS (docs/screenshots when the docs are remade), if set."""
+def screenshot(page: object, name: str, *, full_page: bool = True) -> None:
+    """Into HOOKLATCH_SCREENSHOTS (docs/screenshots when the docs are remade), if set:
+    the whole page, or (``full_page=False``) what the window shows, as a phone's screen."""
     folder = os.environ.get("HOOKLATCH_SCREENSHOTS")
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
+        path = str(Path(folder) / f"{name}.png")
+        page.screenshot(path=path, full_page=full_page)  # type: ignore[attr-defined]

@@ -19,9 +19,10 @@ from flask import (
 )
 from flask import session as cookie
 from flask_wtf.csrf import CSRFError, CSRFProtect
+from werkzeug.exceptions import HTTPException
 
 from hooklatch.admin.console.blueprint import bp
-from hooklatch.errors import HooklatchError
+from hooklatch.errors import HooklatchError, http_error_response
 from hooklatch.operations import access
 from hooklatch.runtime import current_runtime
 from hooklatch.settings import Settings
@@ -197,3 +198,14 @@ def _refused(exc: HooklatchError) -> Any:
 @bp.errorhandler(404)
 def _not_found(exc: Exception) -> Any:
     return render_template("console/error.html", message="Nothing here.", status=404), 404
+
+
+@bp.app_errorhandler(404)
+def _no_such_page(exc: HTTPException) -> Any:
+    """A URL under the console's that is none of its pages gets the console's page (no
+    route matched, so the blueprint's own handler is not asked); any other, the JSON
+    answer of every other route."""
+    prefix = bp.url_prefix or ""
+    if request.path == prefix or request.path.startswith(prefix + "/"):
+        return _not_found(exc)
+    return http_error_response(exc)
