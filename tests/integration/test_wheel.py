@@ -9,8 +9,8 @@ import zipfile
 
 import pytest
 
-from tests.support.install import ROOT
 from tests.support.processes import free_port
+from tests.support.wheel import build_wheel
 
 APP = '''"""The user's own Flask application, as Flask's tutorial lays it out."""
 
@@ -33,32 +33,6 @@ def remember(event: EventView, ctx: Context) -> None:
 ALEMBIC_ENV = 'raise AssertionError("hooklatch ran the user\'s own alembic env.py")\n'
 WORKERS = 'raise AssertionError("hooklatch imported the user\'s workers module")\n'
 SEND = re.compile(r"^\s+(\S*hooklatch send-test demo.*)$", re.MULTILINE)
-
-
-def build_wheel(tmp_path):
-    """A wheel of the working tree (tracked and new files), built from a copy of it so
-    that nothing stale from an earlier build can slip in."""
-    source = tmp_path / "source"
-    files = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    for name in files:
-        if (ROOT / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            (source / name).write_bytes((ROOT / name).read_bytes())
-    out = tmp_path / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), "."],
-        cwd=source,
-        check=True,
-        timeout=300,
-    )
-    [wheel] = out.glob("hooklatch-*.whl")
-    return wheel
 
 
 def user_project(tmp_path):
