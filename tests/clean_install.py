@@ -30,7 +30,7 @@ from tests.support.pipeline import wait_for
 from tests.support.processes import free_port
 from tests.support.signing import stripe_event, stripe_headers
 from tests.support.tokens import ADMIN_TOKEN
-from tests.support.wheel import build_wheel, requirements
+from tests.support.wheel import build_wheel, metadata, requirements
 
 # The user's handlers, in a folder of their own (HOOKLATCH_HANDLERS).
 HANDLERS = '''"""Handlers of a project that installed hooklatch."""
@@ -201,3 +201,5 @@ def test_the_wheel_installed_from_its_metadata_runs_every_process(
         proc.stop()
         assert "Traceback" not in proc.log(), proc.log()
     assert os.listdir(project / "effects") == ["evt_clean_install"]
+    [version] = metadata(wheel)["Version"]
+    assert command("--version").stdout.split() == ["hooklatch", version]

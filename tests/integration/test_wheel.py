@@ -9,6 +9,7 @@ import zipfile
 
 import pytest
 
+from tests.support.install import ROOT
 from tests.support.processes import free_port
 from tests.support.wheel import build_wheel
 
@@ -48,9 +49,24 @@ def user_project(tmp_path):
     return project
 
 
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
 @pytest.mark.slow
-def test_the_wheel_holds_only_hooklatch_and_serves_beside_the_users_own_app(procs, tmp_path):
-    wheel = build_wheel(tmp_path)
+def test_the_wheel_holds_its_license_and_declares_it(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        [info] = {name.split("/")[0] for name in archive.namelist() if ".dist-info/" in name}
+        license_text = archive.read(f"{info}/licenses/LICENSE").decode()
+        fields = archive.read(f"{info}/METADATA").decode().split("\n\n")[0].splitlines()
+    assert license_text == (ROOT / "LICENSE").read_text()
+    assert "License-Expression: Apache-2.0" in fields
+    assert "License-File: LICENSE" in fields
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_only_hooklatch_and_serves_beside_the_users_own_app(wheel, procs, tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         top_level = {name.split("/")[0] for name in archive.namelist()}
     assert top_level == {"hooklatch", wheel.name.split("-py3")[0] + ".dist-info"}, top_level
