@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.install import ROOT
 from tests.support.processes import free_port
-from tests.support.wheel import build_wheel
+from tests.support.wheel import build_log, build_wheel
 
 APP = '''"""The user's own Flask application, as Flask's tutorial lays it out."""
 
@@ -52,6 +52,12 @@ def user_project(tmp_path):
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.mark.slow
+def test_the_wheel_builds_without_a_word(wheel):
+    # setuptools warned about each data folder of git's files it could import (80 lines).
+    assert build_log(wheel).read_text() == ""
 
 
 @pytest.mark.slow

@@ -27,14 +27,22 @@ def build_wheel(tmp_path: Path) -> Path:
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             (source / name).write_bytes((ROOT / name).read_bytes())
     out = tmp_path / "dist"
-    subprocess.run(
+    built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), "."],
         cwd=source,
-        check=True,
+        capture_output=True,
+        text=True,
         timeout=300,
     )
+    assert built.returncode == 0, built.stdout + built.stderr
     [wheel] = out.glob("hooklatch-*.whl")
+    build_log(wheel).write_text(built.stdout + built.stderr)
     return wheel
+
+
+def build_log(wheel: Path) -> Path:
+    """What building ``wheel`` printed."""
+    return wheel.parent / "build.log"
 
 
 def metadata(wheel: Path) -> dict[str, list[str]]:
