@@ -139,7 +139,7 @@ def environment(venv: Path, project: Path, database: str, port: int) -> dict[str
         "HOME": str(project),
         "LANG": "C.UTF-8",
         "PYTHONUNBUFFERED": "1",
-        "PYTHONPATH": str(project),
+        "PYTHONPATH": str(project),  # where HOOKLATCH_HANDLERS' module is
         "DATABASE_URL": database,
         "REDIS_URL": REDIS,
         "HOOKLATCH_QUEUE": f"hooklatch-install-{port}",
@@ -193,7 +193,10 @@ def test_the_wheel_installed_from_its_metadata_runs_every_process(
     assert answer.status_code == 200, answer.text
 
     effect = project / "effects" / "evt_clean_install"
-    logs = lambda: "\n".join(p.log() for p in (web, worker, relay))  # noqa: E731
+
+    def logs() -> str:
+        return "\n".join(proc.log() for proc in (web, worker, relay))
+
     wait_for(effect.exists, timeout=60, message="the handler's effect", explain=logs)
     assert effect.read_text().startswith(f"hooklatch:{endpoint}")
     assert "gevent" in web.log(), web.log()  # the production worker class, not a fallback
