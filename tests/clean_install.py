@@ -32,7 +32,7 @@ from tests.support.signing import stripe_event, stripe_headers
 from tests.support.tokens import ADMIN_TOKEN
 from tests.support.wheel import build_wheel, metadata, requirements
 
-# The user's handlers, in a folder of their own (HOOKLATCH_HANDLERS).
+# The user's handlers, in the folder every process starts in (HOOKLATCH_HANDLERS).
 HANDLERS = '''"""Handlers of a project that installed hooklatch."""
 
 import os
@@ -139,7 +139,6 @@ def environment(venv: Path, project: Path, database: str, port: int) -> dict[str
         "HOME": str(project),
         "LANG": "C.UTF-8",
         "PYTHONUNBUFFERED": "1",
-        "PYTHONPATH": str(project),  # where HOOKLATCH_HANDLERS' module is
         "DATABASE_URL": database,
         "REDIS_URL": REDIS,
         "HOOKLATCH_QUEUE": f"hooklatch-install-{port}",
