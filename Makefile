@@ -1,5 +1,6 @@
 # make run: the receiver on the embedded default (SQLite, no Redis).
 # make test: lint and the whole suite (needs PostgreSQL and Redis on localhost).
+# make test-install: the built wheel installed without the lock files runs every process.
 # make fmt: fix imports and formatting as lint wants them.
 # make docs: docs/configuration.md from the settings, then the docs site (strict).
 # make bench: the benchmarks (also needs wrk and pgbench); make bench-smoke: a quick check.
@@ -15,16 +16,18 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run install install-dev install-bench lock lint fmt test docs bench bench-smoke bench-hostile bench-retention bench-arrivals bench-replay bench-ordering bench-memory bench-bad-bytes chaos
+.PHONY: run install install-dev install-bench lock lint fmt test test-install docs bench bench-smoke bench-hostile bench-retention bench-arrivals bench-replay bench-ordering bench-memory bench-bad-bytes chaos
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "making $(VENV)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip
 
 # Editable installs in setuptools' strict mode: app/, workers/ and migrations/ appear as
 # hooklatch, hooklatch.workers and hooklatch.migrations through a tree of links under
 # build/, which mypy can read (it cannot follow the default mode's import hook). A new
-# module needs a new link: these targets re-run the install every time.
+# module (or any file added to or removed from those folders) needs a new link: the list
+# of their files is a prerequisite of every install (PACKAGE_FILES below).
 EDITABLE := --config-settings editable_mode=strict
 
 # Dependencies come from lock files with hashes (requirements/, made by `make lock` from
@@ -32,23 +35,49 @@ EDITABLE := --config-settings editable_mode=strict
 # installed without dependencies, built with the locked setuptools.
 HASHED := --quiet --require-hashes --no-deps -r
 SELF := --quiet --no-deps --no-build-isolation $(EDITABLE) -e .
+# setuptools warns at every strict editable install that build/ holds its links.
+QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 # gunicorn's C HTTP parser, built from source with the setuptools just installed.
 FAST := --quiet --require-hashes --no-deps --no-build-isolation -r requirements/fast.txt
 
-install: $(BIN)/python
-	$(BIN)/pip install $(HASHED) requirements/main.txt
-	$(BIN)/pip install $(FAST)
-	$(BIN)/pip install $(SELF)
+# Each install leaves a stamp in the virtualenv, and runs again only when what it installs
+# from is newer: pyproject.toml, its lock file, or the list of the package's files, which
+# is rewritten (each time make reads this file) only when a file is added or removed. So
+# `make run` starts at once when nothing changed, and `make --question install-dev` says
+# whether an install is due. A dev install holds every package of main.txt (dev.txt is
+# main.txt and more, bench.txt is dev.txt and more): it stamps the smaller ones too.
+STAMPS := $(VENV)/.installed
+PACKAGE_FOLDERS := app workers migrations
+PACKAGE_FILES := $(STAMPS)/package-files
+LISTED := $(shell mkdir -p $(STAMPS) && find $(PACKAGE_FOLDERS) -name __pycache__ -prune \
+	-o -type f ! -name '*.py[co]' -print | LC_ALL=C sort > $(PACKAGE_FILES).new \
+	&& { cmp -s $(PACKAGE_FILES).new $(PACKAGE_FILES) || mv $(PACKAGE_FILES).new $(PACKAGE_FILES); } \
+	; rm -f $(PACKAGE_FILES).new)
+INSTALLED_FROM := pyproject.toml requirements/fast.txt $(PACKAGE_FILES)
 
-install-dev: $(BIN)/python
-	$(BIN)/pip install $(HASHED) requirements/dev.txt
-	$(BIN)/pip install $(FAST)
-	$(BIN)/pip install $(SELF)
+install: $(STAMPS)/main
+install-dev: $(STAMPS)/dev
+install-bench: $(STAMPS)/bench
 
-install-bench: $(BIN)/python
-	$(BIN)/pip install $(HASHED) requirements/bench.txt
-	$(BIN)/pip install $(FAST)
-	$(BIN)/pip install $(SELF)
+$(STAMPS)/main: requirements/main.txt $(INSTALLED_FROM) | $(BIN)/python
+	$(call install_from,main)
+	@touch $@
+
+$(STAMPS)/dev: requirements/dev.txt $(INSTALLED_FROM) | $(BIN)/python
+	$(call install_from,dev)
+	@touch $(STAMPS)/main $@
+
+$(STAMPS)/bench: requirements/bench.txt $(INSTALLED_FROM) | $(BIN)/python
+	$(call install_from,bench)
+	@touch $(STAMPS)/main $(STAMPS)/dev $@
+
+# The lock file's packages, gunicorn's C parser, then hooklatch itself (editable).
+define install_from
+@echo "installing requirements/$(1).txt and hooklatch (editable) into $(VENV)"
+@$(BIN)/pip install $(HASHED) requirements/$(1).txt
+@$(BIN)/pip install $(FAST)
+@$(QUIET_EDITABLE) $(BIN)/pip install $(SELF)
+endef
 
 # Re-resolve the lock files after a change to pyproject.toml's dependencies.
 LOCK := .venv-lock/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
@@ -90,6 +119,11 @@ docs: install-dev
 	$(BIN)/python -m hooklatch.settings_reference docs/configuration.md
 	$(BIN)/python -m hooklatch.admin.apidocs docs/api.md
 	$(BIN)/mkdocs build --strict --quiet
+
+# The wheel installed from its own metadata (no lock file) into fresh virtualenvs, newest
+# and lowest releases, running every process (tests/clean_install.py; needs PyPI).
+test-install: install-dev
+	$(BIN)/python -m pytest -n 2 tests/clean_install.py $(PYTEST_ARGS)
 
 bench: install-bench
 	$(BIN)/python -m bench

@@ -16,6 +16,9 @@ from hooklatch.cli.status import status
 
 
 @click.group()
+@click.version_option(
+    package_name="hooklatch", prog_name="hooklatch", message="%(prog)s %(version)s"
+)
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """hooklatch: receive webhooks, store each event once, run handlers once."""

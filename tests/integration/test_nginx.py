@@ -17,7 +17,7 @@ from bench.slow_clients import SlowClients
 from hooklatch.settings import DEFAULT_MAX_BODY_BYTES
 from tests.support.database import stored_for
 from tests.support.http import PATIENCE, timed_delivery
-from tests.support.nginx import start_nginx
+from tests.support.nginx import nginx_path, start_nginx
 from tests.support.pipeline import make_endpoint
 from tests.support.processes import start_gunicorn
 from tests.support.providers.square import SquareCase, square_signature
@@ -28,6 +28,7 @@ PUBLIC_URL = "https://hooks.example.test"
 
 @pytest.fixture
 def nginx_url(procs, proc_settings, tmp_path):
+    nginx_path()  # before anything starts
     upstream, _ = start_gunicorn(procs, proc_settings, HOOKLATCH_PUBLIC_URL=PUBLIC_URL)
     base, _ = start_nginx(procs, tmp_path / "nginx", urlsplit(upstream).port or 0)
     return base

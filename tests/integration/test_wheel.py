@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.install import ROOT
 from tests.support.processes import free_port
+from tests.support.wheel import build_log, build_wheel
 
 APP = '''"""The user's own Flask application, as Flask's tutorial lays it out."""
 
@@ -35,32 +36,6 @@ WORKERS = 'raise AssertionError("hooklatch imported the user\'s workers module")
 SEND = re.compile(r"^\s+(\S*hooklatch send-test demo.*)$", re.MULTILINE)
 
 
-def build_wheel(tmp_path):
-    """A wheel of the working tree (tracked and new files), built from a copy of it so
-    that nothing stale from an earlier build can slip in."""
-    source = tmp_path / "source"
-    files = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    for name in files:
-        if (ROOT / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            (source / name).write_bytes((ROOT / name).read_bytes())
-    out = tmp_path / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), "."],
-        cwd=source,
-        check=True,
-        timeout=300,
-    )
-    [wheel] = out.glob("hooklatch-*.whl")
-    return wheel
-
-
 def user_project(tmp_path):
     project = tmp_path / "project"
     (project / "app").mkdir(parents=True)
@@ -74,9 +49,30 @@ def user_project(tmp_path):
     return project
 
 
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
 @pytest.mark.slow
-def test_the_wheel_holds_only_hooklatch_and_serves_beside_the_users_own_app(procs, tmp_path):
-    wheel = build_wheel(tmp_path)
+def test_the_wheel_builds_without_a_word(wheel):
+    # setuptools warned about each data folder of git's files it could import (80 lines).
+    assert build_log(wheel).read_text() == ""
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_its_license_and_declares_it(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        [info] = {name.split("/")[0] for name in archive.namelist() if ".dist-info/" in name}
+        license_text = archive.read(f"{info}/licenses/LICENSE").decode()
+        fields = archive.read(f"{info}/METADATA").decode().split("\n\n")[0].splitlines()
+    assert license_text == (ROOT / "LICENSE").read_text()
+    assert "License-Expression: Apache-2.0" in fields
+    assert "License-File: LICENSE" in fields
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_only_hooklatch_and_serves_beside_the_users_own_app(wheel, procs, tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         top_level = {name.split("/")[0] for name in archive.namelist()}
     assert top_level == {"hooklatch", wheel.name.split("-py3")[0] + ".dist-info"}, top_level

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from tests.support.tools import needed_tool
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -21,13 +20,8 @@ CHROMIUM_ARGS = [
 
 
 def chromium_path() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        missing = "chromium is not installed (apt-get install chromium)"
-        if os.environ.get("CI"):  # .ci/run installs it: there, its absence is a failure
-            pytest.fail(missing)
-        pytest.skip(missing)
-    return path
+    """Debian's chromium (CI installs it); a test without it is skipped, or fails in CI."""
+    return needed_tool("chromium", "chromium-browser", apt="chromium")
 
 
 def launched() -> Iterator[object]:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 
-import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.tokens import AUTH
+from tests.support.tools import needed_tool
 
 TOKEN_HEADER = AUTH
 
@@ -42,13 +40,7 @@ def scrape(url: str, headers: dict[str, str] | None = None) -> str:
 
 def promtool() -> str:
     """The path of promtool (Debian's prometheus package; CI installs it)."""
-    path = shutil.which("promtool")
-    if path is None:
-        missing = "promtool is not installed (apt-get install prometheus)"
-        if os.environ.get("CI"):  # .ci/run installs it: there, its absence is a failure
-            pytest.fail(missing)
-        pytest.skip(missing)
-    return path
+    return needed_tool("promtool", apt="prometheus")
 
 
 def run_promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

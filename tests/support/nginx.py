@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 from tests.support.install import ROOT
 from tests.support.processes import Proc, free_port, wait_http
+from tests.support.tools import needed_tool
 
 CONFIG = ROOT / "deploy" / "nginx.conf"
 # What the shipped file says, and what a test puts in its place.
@@ -16,12 +16,15 @@ LISTEN = "listen 80;"
 UPSTREAM = "server 127.0.0.1:8000;"
 
 
+def nginx_path() -> str:
+    """Debian's nginx (CI installs it); a test without it is skipped, or fails in CI."""
+    return needed_tool("nginx", apt="nginx")
+
+
 def start_nginx(procs: Any, prefix: Path, upstream_port: int) -> tuple[str, Proc]:
     """nginx running deploy/nginx.conf, moved to a free port and to ``upstream_port``;
     returns its base URL. Everything it writes stays under ``prefix``."""
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    if not Path(nginx).exists():
-        raise AssertionError("nginx is not installed: apt-get install nginx (.ci/run does)")
+    nginx = nginx_path()
     shipped = CONFIG.read_text()
     assert shipped.count(LISTEN) == 1 and shipped.count(UPSTREAM) == 1, CONFIG
     port = free_port()

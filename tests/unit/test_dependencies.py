@@ -71,5 +71,6 @@ def test_make_installs_every_lock_with_required_hashes():
     fast = re.search(r"^FAST := (.*)$", makefile, re.M)
     assert hashed and "--require-hashes" in hashed[1]
     assert fast and "--require-hashes" in fast[1] and "requirements/fast.txt" in fast[1]
+    assert "pip install $(HASHED) requirements/$(1).txt" in makefile  # define install_from
     for lock in ("main", "dev", "bench"):
-        assert f"pip install $(HASHED) requirements/{lock}.txt" in makefile
+        assert f"$(call install_from,{lock})" in makefile
