@@ -6,6 +6,7 @@ import click
 
 from hooklatch.cli.context import friendly, runtime_of
 from hooklatch.cli.output import echo_json
+from hooklatch.display import counted
 
 
 @click.command("cleanup")
@@ -23,27 +24,33 @@ def cleanup(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     if as_json:
         echo_json(done.as_dict())
         return
-    verb = "would be" if dry_run else "were"
+
+    def gone(count: int, noun: str, plural: str | None = None, how: str = "deleted") -> str:
+        verb = "would be" if dry_run else "was" if count == 1 else "were"
+        return f"{counted(count, noun, plural)} {verb} {how}"
+
     click.echo(
         f"payload clock {settings.payload_retention_days:g} days, "
         f"dedupe clock {settings.dedupe_retention_days:g} days"
     )
-    click.echo(f"{done.pruned} payloads {verb} pruned (processed or ignored events)")
-    click.echo(f"{done.deleted} events {verb} deleted, with their attempts and replays")
-    click.echo(f"{done.deleted_refusals} refusal counts {verb} deleted")
-    click.echo(f"{done.deleted_heartbeats} heartbeats of processes silent for a day {verb} deleted")
-    click.echo(
-        f"{done.deleted_activity} hours of activity and {done.deleted_batches} finished bulk "
-        f"replays {verb} deleted; {done.deleted_audit} audit entries older than "
-        f"{settings.audit_retention_days:g} days {verb} deleted"
-    )
-    click.echo(f"{done.deleted_keys} ordering keys idle past the dedupe clock {verb} deleted")
-    click.echo(
-        f"{done.deleted_sessions} expired console sessions and {done.deleted_token_failures} "
-        f"expired counts of failed admin-token attempts {verb} deleted"
-    )
+    for line in (
+        gone(done.pruned, "payload", how="pruned") + " (processed or ignored events)",
+        gone(done.deleted, "event")
+        + (", with its" if done.deleted == 1 else ", with their")
+        + " attempts and replays",
+        gone(done.deleted_refusals, "refusal count"),
+        gone(done.deleted_heartbeats, "heartbeat") + " of processes silent for a day",
+        gone(done.deleted_activity, "hour") + " of activity",
+        gone(done.deleted_batches, "finished bulk replay"),
+        gone(done.deleted_audit, "audit entry", "audit entries")
+        + f" (older than {settings.audit_retention_days:g} days)",
+        gone(done.deleted_keys, "ordering key") + " (idle past the dedupe clock)",
+        gone(done.deleted_sessions, "expired console session"),
+        gone(done.deleted_token_failures, "expired count") + " of failed admin-token attempts",
+    ):
+        click.echo(line)
     if not dry_run:
-        click.echo(f"{done.batches} batches in {done.seconds:.2f} s")
+        click.echo(f"{counted(done.batches, 'batch', 'batches')} in {done.seconds:.2f} s")
     if done.oldest_expired_seconds:
         click.echo(
             f"left behind: the oldest expired row is {done.oldest_expired_seconds:.0f} s "

@@ -37,6 +37,20 @@ def test_cleanup_dry_run_counts_and_changes_nothing_then_cleanup_deletes(
     assert count(runtime, "SELECT count(*) FROM attempts") == 0
 
 
+def test_cleanup_says_one_of_a_thing_in_the_singular(runtime, client_at, settings):
+    endpoint, _ = make_endpoint(runtime)
+    client, _ = client_at(LONG_AGO)
+    body = stripe_event("evt_long_ago_alone")
+    headers = stripe_headers(body, "whsec_test_secret", timestamp=int(LONG_AGO.timestamp()))
+    assert client.post(f"/hooks/{endpoint}", data=body, headers=headers).status_code == 200
+    drain(runtime)
+
+    done = run_cli(settings, "cleanup").output
+    assert "1 event was deleted, with its attempts and replays" in done
+    assert "0 payloads were pruned" in done
+    assert "1 events" not in done and "1 batches" not in done
+
+
 def test_a_running_relay_deletes_expired_events_on_its_own(procs, proc_settings, runtime, client):
     endpoint, _ = make_endpoint(runtime)
     metrics_port = free_port()
