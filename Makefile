@@ -1,6 +1,7 @@
 # make run: the receiver on the embedded default (SQLite, no Redis).
 # make test: lint and the whole suite (needs PostgreSQL and Redis on localhost).
 # make test-install: the built wheel installed without the lock files runs every process.
+# make test-deploy: deploy/'s container image and compose file, built and run with podman.
 # make fmt: fix imports and formatting as lint wants them.
 # make docs: docs/configuration.md from the settings, then the docs site (strict).
 # make bench: the benchmarks (also needs wrk and pgbench); make bench-smoke: a quick check.
@@ -16,7 +17,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run install install-dev install-bench lock lint fmt test test-install docs bench bench-smoke bench-hostile bench-retention bench-arrivals bench-replay bench-ordering bench-memory bench-bad-bytes chaos
+.PHONY: run install install-dev install-bench lock lint fmt test test-install test-deploy docs bench bench-smoke bench-hostile bench-retention bench-arrivals bench-replay bench-ordering bench-memory bench-bad-bytes chaos
 
 $(BIN)/python:
 	@echo "making $(VENV)"
@@ -91,6 +92,8 @@ lock:
 	$(LOCK) --extra dev --extra docs --extra bench -o requirements/bench.txt
 	.venv-lock/bin/pip-compile --quiet --generate-hashes --no-emit-index-url \
 		--no-emit-find-links requirements/fast.in -o requirements/fast.txt
+	.venv-lock/bin/pip-compile --quiet --generate-hashes --no-emit-index-url \
+		--no-emit-find-links requirements/deploy.in -o requirements/deploy.txt
 
 run: install
 	$(BIN)/hooklatch serve $(HOOKLATCH_SERVE_ARGS)
@@ -109,7 +112,18 @@ fmt: install-dev
 	$(BIN)/ruff format $(LINTED)
 
 test: lint
-	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --ignore=tests/deploy $(PYTEST_ARGS)
+
+# deploy/Dockerfile built and deploy/compose.yaml run (tests/deploy): needs podman, runc
+# and mmdebstrap (.ci/run installs them), PostgreSQL and Redis on localhost. The base
+# image is made from Debian's packages and kept in /var/cache/hooklatch-deploy.
+test-deploy: install-dev $(STAMPS)/deploy
+	$(BIN)/python -m pytest -s tests/deploy $(PYTEST_ARGS)
+
+# podman-compose, pinned beside the dev lock file (requirements/deploy.in).
+$(STAMPS)/deploy: requirements/deploy.txt | $(BIN)/python
+	@$(BIN)/pip install $(HASHED) requirements/deploy.txt
+	@touch $@
 
 # The pages of docs/ as a site (mkdocs.yml), into site/. Strict: a broken link or anchor,
 # or a page left out of nav, fails it. The configuration page is written from the table
