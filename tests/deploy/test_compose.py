@@ -193,13 +193,9 @@ def test_the_compose_stack_processes_a_signed_delivery_as_a_user_that_is_not_roo
 def _check_the_stack(
     env: dict[str, str], project: str, database_url: str, web_port: int, started: float
 ) -> None:
-    def release_done() -> bool:
-        release = containers(env, project).get("release")
-        return bool(release) and release["State"]["Status"] == "exited"
-
-    wait_for(release_done, timeout=120, interval=0.5, message="release exited")
     running = containers(env, project)
-    assert running["release"]["State"]["ExitCode"] == 0
+    release = running["release"]["State"]
+    assert (release["Status"], release["ExitCode"]) == ("exited", 0)
     base = f"http://127.0.0.1:{web_port}"
 
     def web_answers() -> bool:
