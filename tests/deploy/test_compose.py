@@ -107,7 +107,8 @@ def on_the_host(base: str, database_url: str, handlers: Path, web_port: int) -> 
         service.pop("ports", None)
         service["network_mode"] = "host"
         service["environment"] = {"DATABASE_URL": database_url, "REDIS_URL": REDIS}
-        service["volumes"] = [f"{handlers}:/handlers:ro"]
+        # Where an image built on this one would COPY it: the working directory.
+        service["volumes"] = [f"{handlers}:/srv/hooklatch/deployed_handlers.py:ro"]
     services["web"]["environment"].update(HOST="127.0.0.1", PORT=str(web_port))
     compose.pop("volumes", None)
     return compose
@@ -153,9 +154,8 @@ def test_the_compose_stack_processes_a_signed_delivery_as_a_user_that_is_not_roo
     project_dir = tmp_path / f"hooklatch-deploy-{uuid.uuid4().hex[:8]}"
     project_dir.mkdir()
     project = project_dir.name
-    handlers = tmp_path / "handlers"
-    handlers.mkdir()
-    (handlers / "deployed_handlers.py").write_text(HANDLERS)
+    handlers = tmp_path / "deployed_handlers.py"
+    handlers.write_text(HANDLERS)
     web_port = free_port()
     with fresh_database("hooklatch_deploy") as database_url:
         with psycopg2.connect(database_url) as connection, connection.cursor() as cursor:
@@ -169,7 +169,6 @@ def test_the_compose_stack_processes_a_signed_delivery_as_a_user_that_is_not_roo
             f"HOOKLATCH_SECRET_KEYS={Fernet.generate_key().decode()}\n"
             "HOOKLATCH_PUBLIC_URL=https://hooks.example.test\n"
             "HOOKLATCH_HANDLERS=deployed_handlers\n"
-            "PYTHONPATH=/handlers\n"
             f"HOOKLATCH_QUEUE=deploy-{uuid.uuid4().hex[:8]}\n"
             "WEB_CONCURRENCY=2\n"
         )

@@ -73,6 +73,14 @@ def test_a_stopping_worker_gets_longer_than_it_gives_its_work_horse():
     assert _seconds(service["TimeoutStopSec"]) > Settings.worker_stop_seconds
 
 
+def test_each_worker_instance_serves_its_metrics_on_a_port_of_its_own():
+    """One environment file for every process: the instance names the worker's port."""
+    service = directives(UNITS / "hooklatch-worker@.service")["Service"]
+    assert service["Environment"] == "HOOKLATCH_WORKER_METRICS_PORT=%i"
+    target = directives(UNITS / "hooklatch.target")["Unit"]
+    assert "hooklatch-worker@9102.service" in target["Wants"].split()
+
+
 @pytest.mark.parametrize("name", EVERY_SERVICE)
 def test_every_service_runs_hardened_as_the_hooklatch_user(name):
     service = directives(UNITS / name)["Service"]
