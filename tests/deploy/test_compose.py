@@ -21,6 +21,7 @@ from typing import Any
 import psycopg2
 import pytest
 import requests
+import yaml
 from cryptography.fernet import Fernet
 
 from tests.support.containers import (
@@ -38,8 +39,6 @@ from tests.support.http import timed_delivery
 from tests.support.install import ROOT
 from tests.support.pipeline import wait_for
 from tests.support.processes import free_port
-
-yaml = pytest.importorskip("yaml", reason="PyYAML comes with the dev extra (mkdocs)")
 
 COMPOSE = ROOT / "deploy" / "compose.yaml"
 HOOKLATCH_SERVICES = ("release", "web", "worker", "relay")

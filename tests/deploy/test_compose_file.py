@@ -8,11 +8,10 @@ import re
 import subprocess
 
 import pytest
+import yaml
 
 from tests.support.containers import require
 from tests.support.install import ROOT
-
-yaml = pytest.importorskip("yaml", reason="PyYAML comes with the dev extra (mkdocs)")
 
 COMPOSE = ROOT / "deploy" / "compose.yaml"
 HOOKLATCH = ("release", "web", "worker", "relay")
