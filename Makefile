@@ -82,7 +82,8 @@ endef
 
 # Re-resolve the lock files after a change to pyproject.toml's dependencies.
 LOCK := .venv-lock/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
-	--no-emit-index-url --no-emit-find-links pyproject.toml requirements/build.in
+	--no-emit-index-url --no-emit-find-links pyproject.toml requirements/build.in \
+	requirements/markers.in
 
 lock:
 	$(PYTHON) -m venv .venv-lock
