@@ -24,7 +24,6 @@ from hooklatch.events.serialize import (
     event_history,
 )
 from hooklatch.operations import audit
-from hooklatch.operations.access import request_address
 from hooklatch.ordering.service import (
     blocked_keys,
     count_blocked,
@@ -40,14 +39,13 @@ def replay(event_id: str) -> Any:
     runtime = current_runtime()
     number = whole_number("the event id", event_id, high=MAX_ID)
     data = json_object()
-    requested_by = (text_field(data, "requested_by") or "admin-api")[:200]
     reason = text_field(data, "reason")
     try:
         with runtime.session_factory.begin() as session:
             row = replay_one(
                 session,
                 number,
-                actor=f"{requested_by} ({request_address()})",
+                actor=api_actor(data),
                 reason=reason,
                 now=runtime.clock(),
             )
@@ -83,7 +81,7 @@ def bulk_replay() -> Any:
     if not isinstance(dry_run, bool):
         raise BadRequest("dry_run must be true or false", reason="bad_parameter")
     reason = text_field(data, "reason")
-    requested_by = (text_field(data, "requested_by") or "admin-api")[:150]
+    actor = api_actor(data)
     watermark = batches.watermark_of(data.pop("watermark", None))
     data.pop("reason", None)
     data.pop("requested_by", None)
@@ -107,7 +105,7 @@ def bulk_replay() -> Any:
             batch = batches.start(
                 session,
                 chosen,
-                actor=f"{requested_by} ({request_address()})",
+                actor=actor,
                 reason=reason or "",
                 cap=settings.replay_batch_max,
                 rate=settings.replay_batch_rate,
@@ -138,11 +136,9 @@ def bulk_replay_progress(batch_id: str) -> Any:
 def bulk_replay_cancel(batch_id: str) -> Any:
     runtime = current_runtime()
     number = whole_number("the batch id", batch_id, high=MAX_ID)
-    requested_by = (text_field(json_object(), "requested_by") or "admin-api")[:150]
+    actor = api_actor(json_object())
     with runtime.session_factory.begin() as session:
-        cancelled = batches.cancel(
-            session, number, actor=f"{requested_by} ({request_address()})", now=runtime.clock()
-        )
+        cancelled = batches.cancel(session, number, actor=actor, now=runtime.clock())
         return {
             **batches.describe(session, cancelled.batch),
             "replays_cancelled": cancelled.replays,

@@ -183,21 +183,18 @@ def secrets_add(ctx: click.Context, endpoint: str, value: str | None, file: Text
     """Add a secret to ENDPOINT; both verify until the old one is removed. Given neither
     --secret nor --secret-file, one is generated where the receiver chooses it (GitHub),
     and asked for at a hidden prompt where the provider does."""
-    from hooklatch.endpoints.service import generate_secret, get_endpoint
+    from hooklatch.endpoints.service import get_endpoint
 
     if value is not None and file is not None:
         raise click.UsageError("give --secret or --secret-file, not both")
     given = read_secrets([value] if value is not None else [], [file] if file else [])
     runtime = runtime_of(ctx)
     with runtime.session_factory() as session:
-        provider = get_endpoint(session, endpoint).provider
-    generated = not given and runtime.provider(provider).generates_secret
-    if given:
-        [secret] = given
-    elif generated:
-        secret = generate_secret()
-    else:  # asked before the transaction begins, so that none waits on a person
-        secret = prompt_secret(f"secret {provider} shows for {endpoint} (input hidden)")
+        provider = runtime.provider(get_endpoint(session, endpoint).provider)
+    if not given and not provider.generates_secret:
+        # Asked before the transaction begins, so that none waits on a person.
+        given = [prompt_secret(f"secret {provider.name} shows for {endpoint} (input hidden)")]
+    secret, generated = changes.secret_to_add(provider, given[0] if given else None)
     with runtime.session_factory.begin() as session:
         row = get_endpoint(session, endpoint)
         added = changes.secret_added(
