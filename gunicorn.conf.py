@@ -3,8 +3,8 @@
 They live in the package (app/gunicorn_config.py), so that `hooklatch serve` and an
 installed hooklatch start the same web process. They are read anew each time gunicorn
 loads this file (at start, and on SIGHUP), from the environment of that moment: the
-module is run again (reloaded) rather than through runpy, whose loader interface
-pytest's import hook lacks for installed pytest plugins' packages, hooklatch's included.
+module is run again (reloaded), which works whatever loader imported it, where runpy
+needs one with get_code (pytest's assertion-rewriting hook, for one, has none).
 """
 
 import importlib

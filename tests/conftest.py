@@ -26,6 +26,10 @@ from tests.support.install import ROOT, modules_not_installed
 from tests.support.processes import Proc
 from tests.support.tokens import ADMIN_TOKEN
 
+# The conformance kit's tests of the built-in providers (tests/unit/providers/), as a
+# plugin author enables them.
+pytest_plugins = ["hooklatch.testing.plugin"]
+
 
 def pytest_configure(config):
     """A module added since the last editable install is not linked under hooklatch, and

@@ -2,7 +2,8 @@
 
     from hooklatch.testing import ProviderConformance, json_body
 
-Run by pytest (hooklatch's pytest plugin, ``pip install hooklatch[testing]``) or by
+Run by pytest (``pip install hooklatch[testing]``, and hooklatch's pytest plugin enabled
+in a conftest.py: ``pytest_plugins = ["hooklatch.testing.plugin"]``) or by
 ``python -m hooklatch.testing <provider>``, which needs no pytest.
 """
 

@@ -1,7 +1,8 @@
-"""hooklatch's pytest plugin, registered under pytest's ``pytest11`` entry points: every
-``ProviderConformance`` subclass pytest collects gets one test per check that applies
-to it, and a failed check is reported as its name, what was expected and what came
-back, without the kit's traceback."""
+"""hooklatch's pytest plugin, which a project enables in its conftest.py with
+``pytest_plugins = ["hooklatch.testing.plugin"]`` (or ``-p hooklatch.testing.plugin``):
+every ``ProviderConformance`` subclass pytest collects gets one test per check that
+applies to it, and a failed check is reported as its name, what was expected and what
+came back, without the kit's traceback."""
 
 from __future__ import annotations
 

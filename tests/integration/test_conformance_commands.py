@@ -1,5 +1,6 @@
 """The conformance kit's two faces, run as a plugin author runs them: `python -m
-hooklatch.testing` and pytest with hooklatch's plugin, found through its entry point."""
+hooklatch.testing` and pytest with hooklatch's plugin, which a project enables itself
+(`pytest_plugins` in its conftest.py): installing hooklatch adds nothing to a pytest run."""
 
 import subprocess
 import sys
@@ -95,21 +96,52 @@ class TestWrongIds(WrongIdsCase):
 """
 
 
-def test_pytest_finds_the_plugin_through_its_entry_point_and_reports_expected_and_got(tmp_path):
+ENABLED = 'pytest_plugins = ["hooklatch.testing.plugin"]\n'
+
+NOTHING_LOADED = """
+import sys
+
+
+def test_hooklatch_is_not_imported():
+    assert [name for name in sys.modules if name.split(".")[0] == "hooklatch"] == []
+"""
+
+
+def pytest_run(*args, cwd):
+    return run("-m", "pytest", "-p", "no:cacheprovider", *args, cwd=cwd)
+
+
+def test_with_pytest_plugins_in_a_conftest_the_checks_run_and_report_expected_and_got(tmp_path):
+    (tmp_path / "conftest.py").write_text(ENABLED)
     (tmp_path / "test_tiny.py").write_text(TINY)
-    result = run("-m", "pytest", "-p", "no:cacheprovider", "-q", "test_tiny.py", cwd=tmp_path)
+    result = pytest_run("-q", "test_tiny.py", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "6 failed, 16 passed" in result.stdout, result.stdout
     assert (
         "valid_request_is_accepted: expected accepted with ids ['evt_conf_valid']; "
         "got accepted with ids ['evt_same']"
     ) in result.stdout
-    verbose = run("-m", "pytest", "-p", "no:cacheprovider", "-v", "test_tiny.py", cwd=tmp_path)
+    verbose = pytest_run("-v", "test_tiny.py", cwd=tmp_path)
     assert "TestKit::test_conformance[stale_timestamp_is_refused] PASSED" in verbose.stdout
 
-    # Without the plugin (blocked by its entry-point name) nothing makes the checks' tests.
-    blocked = run(
-        "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:hooklatch", "test_tiny.py", cwd=tmp_path
-    )
-    assert blocked.returncode == 1
-    assert "fixture 'hooklatch_check' not found" in blocked.stdout
+
+def test_pytest_p_enables_the_plugin_for_one_run(tmp_path):
+    (tmp_path / "test_tiny.py").write_text(TINY)
+    result = pytest_run("-q", "-p", "hooklatch.testing.plugin", "test_tiny.py", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "6 failed, 16 passed" in result.stdout, result.stdout
+
+
+def test_installing_hooklatch_adds_no_plugin_to_a_pytest_run(tmp_path):
+    (tmp_path / "test_nothing_loaded.py").write_text(NOTHING_LOADED)
+    result = pytest_run("--trace-config", "test_nothing_loaded.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [listed] = [line for line in result.stdout.splitlines() if line.startswith("plugins:")]
+    assert "hooklatch" not in listed, listed
+    assert "PLUGIN registered: <module 'hooklatch" not in result.stdout
+
+    # Nothing makes the checks' tests of a description, until a conftest enables the plugin.
+    (tmp_path / "test_tiny.py").write_text(TINY)
+    tiny = pytest_run("test_tiny.py", cwd=tmp_path)
+    assert tiny.returncode == 1
+    assert "fixture 'hooklatch_check' not found" in tiny.stdout

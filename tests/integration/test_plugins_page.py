@@ -64,6 +64,7 @@ def test_the_pages_hooks_and_types_are_the_contracts_own():
 
 NIMBUS = "class NimbusProvider(Provider):"
 NIMBUS_TESTS = "class TestNimbusConformance(ProviderConformance):"
+NIMBUS_CONFTEST = "# nimbus's tests"
 
 
 @pytest.fixture
@@ -87,6 +88,7 @@ def run(args, *, cwd, site):
 
 def test_the_header_id_provider_passes_the_pages_conformance_tests(tmp_path, nimbus_site):
     (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text(block("python", NIMBUS_CONFTEST))
     (tmp_path / "tests" / "test_nimbus.py").write_text(block("python", NIMBUS_TESTS))
     tests = run(
         ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=tmp_path, site=nimbus_site

@@ -116,3 +116,55 @@ def test_the_wheel_holds_only_hooklatch_and_serves_beside_the_users_own_app(whee
     [effect] = (project / "effects").iterdir()  # the user's handler ran, once
     assert effect.read_text().startswith("hooklatch:ep_")
     assert "Traceback" not in serve.log()
+
+
+# A project's own tests, beside an installed hooklatch that it does not test with.
+PROJECT_TESTS = """
+import os
+import runpy
+import sys
+
+
+def test_pytest_imported_none_of_hooklatch():
+    assert [name for name in sys.modules if name.split(".")[0] == "hooklatch"] == []
+
+
+def test_hooklatchs_modules_run_through_runpy():
+    settings = runpy.run_module("hooklatch.gunicorn_config")
+    assert settings["__file__"].startswith(os.environ["PYTHONPATH"]), settings["__file__"]
+"""
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_adds_nothing_to_a_pytest_run_until_a_conftest_enables_it(
+    wheel, tmp_path
+):
+    """pytest marks every module of a distribution that registers a pytest plugin for
+    assertion rewriting, through a loader runpy cannot use: hooklatch registers none."""
+    site = tmp_path / "site"
+    install = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
+    subprocess.run([*install, "--target", str(site), str(wheel)], check=True, timeout=300)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_project.py").write_text(PROJECT_TESTS)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(site),
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path),
+    }
+
+    def pytest_run(*args):
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args]
+        return subprocess.run(
+            command, cwd=project, env=env, capture_output=True, text=True, timeout=120
+        )
+
+    alone = pytest_run()
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    assert "2 passed" in alone.stdout, alone.stdout
+
+    # Enabled, the plugin is all pytest loads of hooklatch before the tests: runpy still works.
+    (project / "conftest.py").write_text('pytest_plugins = ["hooklatch.testing.plugin"]\n')
+    enabled = pytest_run("-k", "runpy")
+    assert enabled.returncode == 0, enabled.stdout + enabled.stderr
+    assert "1 passed" in enabled.stdout, enabled.stdout
