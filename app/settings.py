@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -14,6 +12,20 @@ from typing import Any
 
 from cryptography.fernet import Fernet
 
+from hooklatch.settings_values import (
+    SettingsError,
+    check_address,
+    check_fernet_keys,
+    check_networks,
+    check_token,
+    comma_list,
+    folders,
+    read_flag,
+    read_float,
+    read_int,
+    refuse_renamed,
+)
+
 DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024
 DEFAULT_WORKER_BODY_BYTES = 32 * 1024 * 1024
 # Below this, HOOKLATCH_WORKER_BODY_BYTES is more likely a size meant in MiB than bytes.
@@ -22,124 +34,11 @@ MIN_WORKER_BODY_BYTES = 64 * 1024
 log = logging.getLogger(__name__)
 
 
-class SettingsError(ValueError):
-    """A setting is missing or malformed; the message names it."""
-
-
-def _int(environ: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
-    raw = environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a whole number, got {raw!r}") from None
-    if value < minimum:
-        raise SettingsError(f"{name} must be at least {minimum}, got {value}")
-    return value
-
-
-def _float(environ: Mapping[str, str], name: str, default: float) -> float:
-    raw = environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
-    if not math.isfinite(value):
-        raise SettingsError(f"{name} must be a finite number, got {raw.strip()!r}")
-    if value < 0:
-        raise SettingsError(f"{name} must not be negative, got {value}")
-    return value
-
-
-def _flag(environ: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = (environ.get(name) or "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise SettingsError(f"{name} must be true or false, got {raw!r}")
-
-
-def _list(raw: str | None) -> tuple[str, ...]:
-    return tuple(part.strip() for part in (raw or "").split(",") if part.strip())
-
-
-def _folders(raw: str | None) -> tuple[Path, ...]:
-    """Folders separated by os.pathsep, a relative one from the working directory. Unset:
-    the working directory; set to an empty value: none."""
-    if raw is None:
-        return (Path.cwd(),)
-    return tuple(Path.cwd() / part.strip() for part in raw.split(os.pathsep) if part.strip())
-
-
-def _check_fernet_keys(keys: tuple[str, ...]) -> None:
-    for position, key in enumerate(keys, start=1):
-        try:
-            Fernet(key)
-        except (ValueError, TypeError):
-            raise SettingsError(
-                f"HOOKLATCH_SECRET_KEYS: key {position} is not a valid Fernet key "
-                "(32 url-safe base64-encoded bytes; make one with `hooklatch keys generate`)"
-            ) from None
-
-
 # A bulk replay advances in steps of up to five seconds' worth: under 0.2 a second, a
 # step would never be due.
 MIN_REPLAY_RATE, MAX_REPLAY_RATE = 0.2, 10_000.0
 # Retention clocks and the session's life, at most (a longer one overflows a date).
 MAX_CLOCK_DAYS = 36_500
-
-
-# A token anyone who reaches the web port may guess at: long, and not a few characters
-# repeated. The lockout (HOOKLATCH_ADMIN_LOCKOUT_*) slows guessing; only length defeats it.
-MIN_TOKEN_LENGTH = 32
-MIN_TOKEN_CHARACTERS = 8
-MAKE_A_TOKEN = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'  # noqa: S105
-
-
-def _check_token(name: str, token: str | None) -> None:
-    """Refuse a token that could be guessed; the message never shows it."""
-    if token is None:
-        return
-    repeated = (token + token).find(token, 1) < len(token)  # "abcabc": "abc" twice
-    if len(token) < MIN_TOKEN_LENGTH or len(set(token)) < MIN_TOKEN_CHARACTERS or repeated:
-        raise SettingsError(
-            f"{name} is too weak: it must be at least {MIN_TOKEN_LENGTH} characters, not a "
-            f"few characters repeated, and random. Make one with `{MAKE_A_TOKEN}`"
-        )
-
-
-def _check_networks(name: str, networks: tuple[str, ...]) -> None:
-    for network in networks:
-        try:
-            ipaddress.ip_network(network, strict=False)
-        except ValueError:
-            raise SettingsError(
-                f"{name}: {network!r} is not an address or a network (10.0.0.0/8, ::1)"
-            ) from None
-
-
-def _check_address(name: str, address: str) -> None:
-    try:
-        ipaddress.ip_address(address)
-    except ValueError:
-        raise SettingsError(
-            f"{name} must be an IP address (127.0.0.1, ::1, 0.0.0.0 for all), got {address!r}"
-        ) from None
-
-
-def _refuse_renamed(environ: Mapping[str, str]) -> None:
-    """A setting hooklatch no longer reads stops every process, saying what replaced it."""
-    from hooklatch.renamed import SETTINGS
-
-    for old, instead in SETTINGS.items():
-        if (environ.get(old) or "").strip():
-            raise SettingsError(f"{old} is no longer read: {instead}")
 
 
 @dataclass(frozen=True)
@@ -268,98 +167,107 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
-        _refuse_renamed(env)
-        dedupe_days = _float(env, "HOOKLATCH_DEDUPE_RETENTION_DAYS", cls.dedupe_retention_days)
+        refuse_renamed(env)
+        dedupe_days = read_float(env, "HOOKLATCH_DEDUPE_RETENTION_DAYS", cls.dedupe_retention_days)
         settings = cls(
             database_url=env.get("DATABASE_URL") or None,
             redis_url=env.get("REDIS_URL") or None,
-            secret_keys=_list(env.get("HOOKLATCH_SECRET_KEYS")),
+            secret_keys=comma_list(env.get("HOOKLATCH_SECRET_KEYS")),
             admin_token=env.get("HOOKLATCH_ADMIN_TOKEN") or None,
             metrics_token=env.get("HOOKLATCH_METRICS_TOKEN") or None,
             public_url=(env.get("HOOKLATCH_PUBLIC_URL") or cls.public_url).rstrip("/"),
-            handlers=_list(env.get("HOOKLATCH_HANDLERS")),
-            handlers_path=_folders(env.get("HOOKLATCH_HANDLERS_PATH")),
-            max_body_bytes=_int(env, "HOOKLATCH_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, minimum=1),
+            handlers=comma_list(env.get("HOOKLATCH_HANDLERS")),
+            handlers_path=folders(env.get("HOOKLATCH_HANDLERS_PATH")),
+            max_body_bytes=read_int(
+                env, "HOOKLATCH_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, minimum=1
+            ),
             instance_path=Path(env.get("HOOKLATCH_INSTANCE_PATH") or Path.cwd() / "instance"),
             queue_name=env.get("HOOKLATCH_QUEUE") or cls.queue_name,
-            max_attempts=_int(env, "HOOKLATCH_MAX_ATTEMPTS", cls.max_attempts, minimum=1),
-            retry_base_seconds=_float(env, "HOOKLATCH_RETRY_BASE_SECONDS", cls.retry_base_seconds),
-            retry_max_seconds=_float(env, "HOOKLATCH_RETRY_MAX_SECONDS", cls.retry_max_seconds),
-            job_size=_int(env, "HOOKLATCH_JOB_SIZE", cls.job_size, minimum=1),
-            queued_jobs=_int(env, "HOOKLATCH_QUEUED_JOBS", cls.queued_jobs, minimum=1),
-            max_lost_dispatches=_int(env, "HOOKLATCH_MAX_LOST_DISPATCHES", 3, minimum=1),
-            dispatch_grace_seconds=_float(
+            max_attempts=read_int(env, "HOOKLATCH_MAX_ATTEMPTS", cls.max_attempts, minimum=1),
+            retry_base_seconds=read_float(
+                env, "HOOKLATCH_RETRY_BASE_SECONDS", cls.retry_base_seconds
+            ),
+            retry_max_seconds=read_float(env, "HOOKLATCH_RETRY_MAX_SECONDS", cls.retry_max_seconds),
+            job_size=read_int(env, "HOOKLATCH_JOB_SIZE", cls.job_size, minimum=1),
+            queued_jobs=read_int(env, "HOOKLATCH_QUEUED_JOBS", cls.queued_jobs, minimum=1),
+            max_lost_dispatches=read_int(env, "HOOKLATCH_MAX_LOST_DISPATCHES", 3, minimum=1),
+            dispatch_grace_seconds=read_float(
                 env, "HOOKLATCH_DISPATCH_GRACE_SECONDS", cls.dispatch_grace_seconds
             ),
-            relay_poll_seconds=_float(env, "HOOKLATCH_RELAY_POLL_SECONDS", cls.relay_poll_seconds),
-            prepare_statements=_flag(env, "HOOKLATCH_PREPARE_STATEMENTS", True),
+            relay_poll_seconds=read_float(
+                env, "HOOKLATCH_RELAY_POLL_SECONDS", cls.relay_poll_seconds
+            ),
+            prepare_statements=read_flag(env, "HOOKLATCH_PREPARE_STATEMENTS", True),
             dedupe_retention_days=dedupe_days,
             # Unset, it follows a shorter dedupe clock down; set, it must not exceed it.
-            payload_retention_days=_float(
+            payload_retention_days=read_float(
                 env,
                 "HOOKLATCH_PAYLOAD_RETENTION_DAYS",
                 min(cls.payload_retention_days, dedupe_days),
             ),
-            unsafe_short_retention=_flag(env, "HOOKLATCH_UNSAFE_SHORT_RETENTION", False),
-            cleanup_batch_size=_int(
+            unsafe_short_retention=read_flag(env, "HOOKLATCH_UNSAFE_SHORT_RETENTION", False),
+            cleanup_batch_size=read_int(
                 env, "HOOKLATCH_CLEANUP_BATCH_SIZE", cls.cleanup_batch_size, minimum=1
             ),
-            cleanup_interval_seconds=_float(
+            cleanup_interval_seconds=read_float(
                 env, "HOOKLATCH_CLEANUP_INTERVAL_SECONDS", cls.cleanup_interval_seconds
             ),
-            heartbeat_seconds=_float(env, "HOOKLATCH_HEARTBEAT_SECONDS", cls.heartbeat_seconds),
-            relay_metrics_port=_int(env, "HOOKLATCH_RELAY_METRICS_PORT", 0, minimum=0) or None,
-            worker_metrics_port=_int(env, "HOOKLATCH_WORKER_METRICS_PORT", 0, minimum=0) or None,
+            heartbeat_seconds=read_float(env, "HOOKLATCH_HEARTBEAT_SECONDS", cls.heartbeat_seconds),
+            relay_metrics_port=read_int(env, "HOOKLATCH_RELAY_METRICS_PORT", 0, minimum=0) or None,
+            worker_metrics_port=read_int(env, "HOOKLATCH_WORKER_METRICS_PORT", 0, minimum=0)
+            or None,
             metrics_address=(env.get("HOOKLATCH_METRICS_ADDRESS") or cls.metrics_address).strip(),
-            metrics_cache_seconds=_float(
+            metrics_cache_seconds=read_float(
                 env, "HOOKLATCH_METRICS_CACHE_SECONDS", cls.metrics_cache_seconds
             ),
-            sweep_interval_seconds=_float(
+            sweep_interval_seconds=read_float(
                 env, "HOOKLATCH_SWEEP_INTERVAL_SECONDS", cls.sweep_interval_seconds
             ),
-            refusal_flush_seconds=_float(
+            refusal_flush_seconds=read_float(
                 env, "HOOKLATCH_REFUSAL_FLUSH_SECONDS", cls.refusal_flush_seconds
             ),
-            ingest_connections=_int(
+            ingest_connections=read_int(
                 env, "HOOKLATCH_INGEST_CONNECTIONS", cls.ingest_connections, minimum=1
             ),
-            worker_max_jobs=_int(env, "HOOKLATCH_WORKER_MAX_JOBS", cls.worker_max_jobs, minimum=1),
-            worker_body_bytes=_int(
+            worker_max_jobs=read_int(
+                env, "HOOKLATCH_WORKER_MAX_JOBS", cls.worker_max_jobs, minimum=1
+            ),
+            worker_body_bytes=read_int(
                 env,
                 "HOOKLATCH_WORKER_BODY_BYTES",
                 cls.worker_body_bytes,
                 minimum=MIN_WORKER_BODY_BYTES,
             ),
-            admin_session_hours=_float(
+            admin_session_hours=read_float(
                 env, "HOOKLATCH_ADMIN_SESSION_HOURS", cls.admin_session_hours
             ),
             admin_proxy_header=env.get("HOOKLATCH_ADMIN_PROXY_HEADER") or None,
-            admin_proxy_ips=_list(env.get("HOOKLATCH_ADMIN_PROXY_IPS")),
+            admin_proxy_ips=comma_list(env.get("HOOKLATCH_ADMIN_PROXY_IPS")),
             trusted_proxies=(
-                _list(env["HOOKLATCH_TRUSTED_PROXIES"])
+                comma_list(env["HOOKLATCH_TRUSTED_PROXIES"])
                 if "HOOKLATCH_TRUSTED_PROXIES" in env
                 else cls.trusted_proxies
             ),
-            admin_lockout_failures=_int(
+            admin_lockout_failures=read_int(
                 env, "HOOKLATCH_ADMIN_LOCKOUT_FAILURES", cls.admin_lockout_failures, minimum=1
             ),
-            admin_lockout_window_seconds=_float(
+            admin_lockout_window_seconds=read_float(
                 env, "HOOKLATCH_ADMIN_LOCKOUT_WINDOW_SECONDS", cls.admin_lockout_window_seconds
             ),
-            admin_lockout_seconds=_float(
+            admin_lockout_seconds=read_float(
                 env, "HOOKLATCH_ADMIN_LOCKOUT_SECONDS", cls.admin_lockout_seconds
             ),
-            replay_batch_max=_int(
+            replay_batch_max=read_int(
                 env, "HOOKLATCH_REPLAY_BATCH_MAX", cls.replay_batch_max, minimum=1
             ),
-            replay_batch_rate=_float(env, "HOOKLATCH_REPLAY_BATCH_RATE", cls.replay_batch_rate),
-            replay_batch_window=_int(
+            replay_batch_rate=read_float(env, "HOOKLATCH_REPLAY_BATCH_RATE", cls.replay_batch_rate),
+            replay_batch_window=read_int(
                 env, "HOOKLATCH_REPLAY_BATCH_WINDOW", cls.replay_batch_window, minimum=1
             ),
-            audit_retention_days=_float(
+            audit_retention_days=read_float(
                 env, "HOOKLATCH_AUDIT_RETENTION_DAYS", cls.audit_retention_days
             ),
-            worker_stop_seconds=_float(
+            worker_stop_seconds=read_float(
                 env, "HOOKLATCH_WORKER_STOP_SECONDS", cls.worker_stop_seconds
             ),
         )
@@ -405,10 +313,10 @@ class Settings:
                 f"than HOOKLATCH_DEDUPE_RETENTION_DAYS={self.dedupe_retention_days:g}: an "
                 "event's row, payload included, is deleted at the dedupe clock"
             )
-        _check_token("HOOKLATCH_ADMIN_TOKEN", self.admin_token)
-        _check_token("HOOKLATCH_METRICS_TOKEN", self.metrics_token)
-        _check_networks("HOOKLATCH_ADMIN_PROXY_IPS", self.admin_proxy_ips)
-        _check_networks("HOOKLATCH_TRUSTED_PROXIES", self.trusted_proxies)
+        check_token("HOOKLATCH_ADMIN_TOKEN", self.admin_token)
+        check_token("HOOKLATCH_METRICS_TOKEN", self.metrics_token)
+        check_networks("HOOKLATCH_ADMIN_PROXY_IPS", self.admin_proxy_ips)
+        check_networks("HOOKLATCH_TRUSTED_PROXIES", self.trusted_proxies)
         if self.admin_proxy_header and not self.admin_proxy_ips:
             raise SettingsError(
                 "HOOKLATCH_ADMIN_PROXY_HEADER needs HOOKLATCH_ADMIN_PROXY_IPS: the addresses of "
@@ -447,8 +355,8 @@ class Settings:
         ):
             if port is not None and port > 65535:
                 raise SettingsError(f"{name} must be a port, got {port}")
-        _check_address("HOOKLATCH_METRICS_ADDRESS", self.metrics_address)
-        _check_fernet_keys(self.secret_keys)
+        check_address("HOOKLATCH_METRICS_ADDRESS", self.metrics_address)
+        check_fernet_keys(self.secret_keys)
         if not self.secret_keys and self.database_url:
             raise SettingsError(
                 "HOOKLATCH_SECRET_KEYS is required when DATABASE_URL is set: endpoint secrets "

@@ -14,8 +14,8 @@ from tests.support.install import ROOT
 
 PAGE = ROOT / "docs" / "configuration.md"
 REMAKE = "make docs (or: python -m hooklatch.settings_reference docs/configuration.md)"
-# Typed helpers in app/settings.py that read a variable: _int(env, "NAME", default).
-READERS = {"_int", "_float", "_flag"}
+# Typed readers (app/settings_values.py) that read a variable: read_int(env, "NAME", default).
+READERS = {"read_int", "read_float", "read_flag"}
 
 
 def sources():
@@ -115,7 +115,7 @@ def test_each_variable_is_described_once():
 def test_the_scan_finds_each_way_a_variable_is_read():
     # One of each shape the scan must see: a helper, .get, a subscript, `in`, a constant.
     read = variables_read()
-    assert "app/settings.py" in read["HOOKLATCH_MAX_ATTEMPTS"]  # _int(env, ...)
+    assert "app/settings.py" in read["HOOKLATCH_MAX_ATTEMPTS"]  # read_int(env, ...)
     assert "app/settings.py" in read["DATABASE_URL"]  # env.get(...)
     assert "app/settings.py" in read["HOOKLATCH_TRUSTED_PROXIES"]  # env[...], ... in env
     assert "app/gunicorn_config.py" in read["WEB_CONCURRENCY"]  # os.environ.get
