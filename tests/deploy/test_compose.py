@@ -1,49 +1,60 @@
-"""deploy/Dockerfile built and deploy/compose.yaml run with podman (`make test-deploy`):
-the release step first, then web, worker and relay from the same image, as user 10001,
-a signed delivery processed by a handler, the web container's health check passing.
+"""deploy/Dockerfile built and deploy/compose.yaml run with podman (`make test-deploy`),
+as the file is written: its services on the network compose makes for them, each
+hooklatch service reaching PostgreSQL and Redis by their service names with the password
+from .env, web published on 127.0.0.1 and reached there. The release step first, then
+web, worker and relay from the same image, as user 10001; a signed delivery processed by
+a handler module, the way docs/deploying-recipes.md says to add one; the health checks.
 
-No image registry is reachable here: the image is built on a Debian base made by
-mmdebstrap (tests/support/containers.py), and the compose file's postgres and redis
-services, whose official images cannot be pulled, are stand-ins on the host's network
-that are healthy when the host's PostgreSQL and Redis answer; the hooklatch services run
-on the host's network too, pointed at them. Everything else runs as the file says.
+No image registry is reachable here, so three images are made, not pulled: the base
+(Debian 12's Python 3.11, from Debian's packages by mmdebstrap), and in place of the
+official postgres and redis images one with Debian's PostgreSQL and Redis that starts
+them from the same settings (tests/deploy/services/). The file's `image:` of those two
+services is the one line changed. Without systemd, podman runs no health check on its
+own schedule, and podman 4.3 cannot start a container whose dependencies have exited:
+the test runs the checks and starts the services in depends_on's order itself.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import secrets
 import subprocess
 import time
-import uuid
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-import psycopg2
 import pytest
 import requests
 import yaml
 from cryptography.fernet import Fernet
 
 from tests.support.containers import (
-    IMAGE,
     base_image,
+    build,
     build_image,
     containers,
     podman,
+    podman_compose,
     podman_env,
     process_users,
-    require,
+    run_tag,
+    services_image,
 )
-from tests.support.database import REDIS, fresh_database
 from tests.support.http import timed_delivery
 from tests.support.install import ROOT
 from tests.support.pipeline import wait_for
 from tests.support.processes import free_port
+from tests.support.tools import needed_tool
 
 COMPOSE = ROOT / "deploy" / "compose.yaml"
-HOOKLATCH_SERVICES = ("release", "web", "worker", "relay")
+RECIPES = ROOT / "docs" / "deploying-recipes.md"
 SECRET = "whsec_deploy_test"
 USER = "10001"
+# As the compose file's user, over the container's socket; rows as tab-separated fields.
+PSQL = ("psql", "-U", "hooklatch", "-d", "hooklatch", "-AtF", "\t", "-v", "ON_ERROR_STOP=1")
 ADD_ENDPOINT = (
     *("hooklatch", "endpoints", "add", "stripe"),
     *("--name", "deployed", "--secret", "-", "--json"),
@@ -67,62 +78,70 @@ def record(event, ctx):
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    require("podman")
-    require("runc")
+    needed_tool("podman", apt="podman")
+    needed_tool("runc", apt="runc")
     return podman_env(tmp_path_factory.mktemp("podman"))
 
 
 @pytest.fixture(scope="module")
-def image(env, tmp_path_factory):
+def images(env, tmp_path_factory) -> Iterator[dict[str, str]]:
+    """The image deploy/Dockerfile builds, one built on it with a handler module as the
+    recipes page says, and the stand-in for PostgreSQL and Redis. The first two are this
+    run's own: untagged at the end (their layers stay, cached for the next run)."""
     base = base_image(env)
-    seconds = build_image(env, base, tmp_path_factory.mktemp("build"))
-    print(f"\nimage built in {seconds:.1f} s")
-    return base
+    started = time.monotonic()
+    services = services_image(env, base)
+    print(f"\nPostgreSQL and Redis image ready in {time.monotonic() - started:.1f} s")
+    image, handlers = run_tag("hooklatch"), run_tag("hooklatch-handlers")
+    try:
+        seconds = build_image(env, base, tmp_path_factory.mktemp("build"), image)
+        print(f"image built in {seconds:.1f} s")
+        with_handlers(env, image, handlers, tmp_path_factory.mktemp("handlers"))
+        yield {"hooklatch": handlers, "services": services}
+    finally:
+        podman(env, "untag", image, check=False)
+        podman(env, "untag", handlers, check=False)
 
 
-def on_the_host(base: str, database_url: str, handlers: Path, web_port: int) -> dict[str, Any]:
-    """deploy/compose.yaml with postgres and redis standing in for the host's servers,
-    and the hooklatch services on the host's network, pointed at them."""
+def with_handlers(env: dict[str, str], image: str, tag: str, directory: Path) -> None:
+    """The recipes page's Dockerfile for handlers, on ``image``, with HANDLERS as its module."""
+    page = RECIPES.read_text().split("**Your handlers.**", 1)[1]
+    recipe = page.split("```dockerfile\n", 1)[1].split("```", 1)[0]
+    assert recipe.startswith("FROM hooklatch\n"), recipe
+    (directory / "Containerfile").write_text(
+        recipe.replace("FROM hooklatch\n", f"FROM {image}\n", 1).replace(
+            "myhandlers", "deployed_handlers"
+        )
+    )
+    (directory / "deployed_handlers.py").write_text(HANDLERS)
+    build(env, directory, directory / "Containerfile", tag, {})
+
+
+def as_written(services: str) -> dict[str, Any]:
+    """deploy/compose.yaml with one change: the postgres and redis services' image."""
     compose = yaml.safe_load(COMPOSE.read_text())
-    services = compose["services"]
-    for name, port in (("postgres", 5432), ("redis", 6379)):
-        services[name] = {
-            "image": base,
-            "command": ["sleep", "infinity"],
-            "network_mode": "host",
-            "stop_signal": "SIGKILL",
-            "healthcheck": {
-                **services[name]["healthcheck"],
-                "test": [
-                    "CMD",
-                    "python3",
-                    "-c",
-                    f"import socket; socket.create_connection(('127.0.0.1', {port}), 2)",
-                ],
-            },
-        }
-    for name in HOOKLATCH_SERVICES:
-        service = services[name]
-        service.pop("ports", None)
-        service["network_mode"] = "host"
-        service["environment"] = {"DATABASE_URL": database_url, "REDIS_URL": REDIS}
-        # Where an image built on this one would COPY it: the working directory.
-        service["volumes"] = [f"{handlers}:/srv/hooklatch/deployed_handlers.py:ro"]
-    services["web"]["environment"].update(HOST="127.0.0.1", PORT=str(web_port))
-    compose.pop("volumes", None)
+    for name in ("postgres", "redis"):
+        compose["services"][name]["image"] = services
     return compose
+
+
+def dot_env(image: str, web_port: int) -> str:
+    """deploy/env.example filled in as its comments ask, and the image and port chosen."""
+    filled = {
+        "POSTGRES_PASSWORD": secrets.token_hex(24),
+        "HOOKLATCH_SECRET_KEYS": Fernet.generate_key().decode(),
+        "HOOKLATCH_PUBLIC_URL": "https://hooks.example.test",
+    }
+    example = (ROOT / "deploy" / "env.example").read_text()
+    for name, value in filled.items():
+        example, found = re.subn(rf"^{name}=$", f"{name}={value}", example, flags=re.M)
+        assert found == 1, name
+    return f"{example}\nHOOKLATCH_IMAGE={image}\nHOOKLATCH_WEB_PORT={web_port}\nWEB_CONCURRENCY=2\n"
 
 
 def compose_cmd(env: dict[str, str], project_dir: Path, *args: str, timeout: float = 300) -> str:
     done = subprocess.run(
-        [
-            require("podman-compose"),
-            "-p",
-            project_dir.name,
-            "-f",
-            str(project_dir / "compose.yaml"),
-            *args,
-        ],
+        [podman_compose(), "-p", project_dir.name, "-f", str(project_dir / "compose.yaml"), *args],
         env=env,
         cwd=project_dir,
         capture_output=True,
@@ -146,54 +165,68 @@ def logs(env: dict[str, str], project: str) -> str:
     )
 
 
+def sql(env: dict[str, str], project: str, statement: str) -> list[list[str]]:
+    """A statement run by psql in the postgres container, its rows' fields."""
+    postgres = containers(env, project)["postgres"]["Id"]
+    said = podman(env, "exec", postgres, *PSQL, "-c", statement)
+    return [line.split("\t") for line in said.splitlines() if line]
+
+
+def healthy(env: dict[str, str], project: str, service: str) -> bool:
+    """The service's own health check, run once (no systemd runs it on a schedule)."""
+    container = containers(env, project)[service]["Id"]
+    done = subprocess.run(
+        ["podman", "healthcheck", "run", container], env=env, capture_output=True, timeout=60
+    )
+    return done.returncode == 0
+
+
 def test_the_compose_stack_processes_a_signed_delivery_as_a_user_that_is_not_root(
-    env, image, tmp_path
+    env, images, tmp_path
 ):
-    require("podman-compose")
-    project_dir = tmp_path / f"hooklatch-deploy-{uuid.uuid4().hex[:8]}"
+    project_dir = tmp_path / f"hooklatch-deploy-{secrets.token_hex(4)}"
     project_dir.mkdir()
     project = project_dir.name
-    handlers = tmp_path / "deployed_handlers.py"
-    handlers.write_text(HANDLERS)
     web_port = free_port()
-    with fresh_database("hooklatch_deploy") as database_url:
-        with psycopg2.connect(database_url) as connection, connection.cursor() as cursor:
-            cursor.execute("CREATE TABLE deployed_effects (external_id text, uid int)")
-        (project_dir / "compose.yaml").write_text(
-            yaml.safe_dump(on_the_host(image, database_url, handlers, web_port))
-        )
-        (project_dir / ".env").write_text(
-            f"HOOKLATCH_IMAGE={IMAGE}\n"
-            "POSTGRES_PASSWORD=not-used-by-the-stand-in\n"
-            f"HOOKLATCH_SECRET_KEYS={Fernet.generate_key().decode()}\n"
-            "HOOKLATCH_PUBLIC_URL=https://hooks.example.test\n"
-            "HOOKLATCH_HANDLERS=deployed_handlers\n"
-            f"HOOKLATCH_QUEUE=deploy-{uuid.uuid4().hex[:8]}\n"
-            "WEB_CONCURRENCY=2\n"
-        )
-        started = time.monotonic()
-        try:
-            # In the order depends_on gives (test_compose_file.py checks it), one step at
-            # a time: podman-compose passes depends_on to podman as --requires, and
-            # podman 4.3 (Debian 12's) then fails to start web, worker and relay ("container
-            # ... depends on container ... not found in input list") once release has exited.
-            compose_cmd(env, project_dir, "up", "-d", "--no-deps", "postgres", "redis")
-            compose_cmd(env, project_dir, "up", "--no-deps", "release")
-            compose_cmd(env, project_dir, "up", "-d", "--no-deps", "web", "worker", "relay")
-            _check_the_stack(env, project, database_url, web_port, started)
-        except BaseException:
-            print(logs(env, project))
-            raise
-        finally:
-            compose_cmd(env, project_dir, "down", "-v", "-t", "30", timeout=180)
+    (project_dir / "compose.yaml").write_text(yaml.safe_dump(as_written(images["services"])))
+    (project_dir / ".env").write_text(dot_env(images["hooklatch"], web_port))
+    started = time.monotonic()
+    try:
+        # In the order depends_on gives (test_compose_file.py checks it), one step at a
+        # time: podman-compose passes depends_on to podman as --requires, and podman 4.3
+        # (Debian 12's) then fails to start web, worker and relay ("container ... depends
+        # on container ... not found in input list") once release has exited.
+        compose_cmd(env, project_dir, "up", "-d", "--no-deps", "postgres", "redis")
+        for service in ("postgres", "redis"):
+            wait_for(
+                partial(healthy, env, project, service),
+                timeout=120,
+                interval=1,
+                message=f"{service} healthy",
+            )
+        sql(env, project, "CREATE TABLE deployed_effects (external_id text, uid int)")
+        compose_cmd(env, project_dir, "up", "--no-deps", "release")
+        compose_cmd(env, project_dir, "up", "-d", "--no-deps", "web", "worker", "relay")
+        _check_the_stack(env, project, web_port, started)
+    except BaseException:
+        print(logs(env, project))
+        raise
+    finally:
+        compose_cmd(env, project_dir, "down", "-v", "-t", "30", timeout=180)
+    assert containers(env, project) == {}
+    networks = podman(env, "network", "ls", "--format", "{{.Name}}").split()
+    assert f"{project}_default" not in networks
 
 
-def _check_the_stack(
-    env: dict[str, str], project: str, database_url: str, web_port: int, started: float
-) -> None:
+def _check_the_stack(env: dict[str, str], project: str, web_port: int, started: float) -> None:
     running = containers(env, project)
     release = running["release"]["State"]
     assert (release["Status"], release["ExitCode"]) == ("exited", 0)
+    # Each on the compose network, none on the host's: the services find each other by name.
+    for service, container in running.items():
+        assert container["HostConfig"]["NetworkMode"] != "host", service
+    # Reached where the file publishes it: 127.0.0.1 on the host, gunicorn's default bind
+    # (every address) inside the container.
     base = f"http://127.0.0.1:{web_port}"
 
     def web_answers() -> bool:
@@ -203,7 +236,10 @@ def _check_the_stack(
             return False
 
     wait_for(web_answers, timeout=120, interval=0.5, message="web answering /livez")
+    assert requests.get(base + "/readyz", timeout=5).status_code == 200  # database, schema
     web = running["web"]["Id"]
+    # The Python the image runs is the one python:3.11-slim-bookworm has.
+    assert podman(env, "exec", web, "python3", "--version").startswith("Python 3.11.")
     added = subprocess.run(
         ["podman", "exec", "-i", web, *ADD_ENDPOINT],
         input=SECRET,
@@ -217,23 +253,18 @@ def _check_the_stack(
     status, _ = timed_delivery(f"{base}/hooks/{endpoint}", "evt_deployed", SECRET)
     assert status == 200
 
-    def handled() -> list[tuple[str, int]]:
-        with psycopg2.connect(database_url) as connection, connection.cursor() as cursor:
-            cursor.execute("SELECT external_id, uid FROM deployed_effects")
-            return cursor.fetchall()
+    def handled() -> list[list[str]]:
+        return sql(env, project, "SELECT external_id, uid FROM deployed_effects")
 
     processed_at = wait_for(handled, timeout=60, interval=0.5, message="the event handled")
     print(f"compose up to the first processed event: {processed_at - started:.1f} s")
-    assert handled() == [("evt_deployed", int(USER))]  # run once, by the work horse, as 10001
-    with psycopg2.connect(database_url) as connection, connection.cursor() as cursor:
-        cursor.execute("SELECT status FROM events")
-        assert cursor.fetchall() == [("processed",)]
+    assert handled() == [["evt_deployed", USER]]  # run once, by the work horse, as 10001
+    assert sql(env, project, "SELECT status FROM events") == [["processed"]]
 
     said = container_log(env, web)
     assert " ERROR " not in said and "Traceback" not in said, said
 
-    # No systemd here to run health checks on their schedule: run the web's once.
-    podman(env, "healthcheck", "run", web)
+    assert healthy(env, project, "web")
     assert containers(env, project)["web"]["State"]["Health"]["Status"] == "healthy"
     for service in ("web", "worker", "relay"):
         container = containers(env, project)[service]

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.support.containers import require
+from tests.support.containers import podman_compose
 from tests.support.install import ROOT
 
 COMPOSE = ROOT / "deploy" / "compose.yaml"
@@ -95,7 +95,7 @@ def test_podman_compose_reads_the_file(tmp_path):
     (tmp_path / "compose.yaml").write_text(COMPOSE.read_text())
     (tmp_path / ".env").write_text("POSTGRES_PASSWORD=0123abcd\n")
     done = subprocess.run(
-        [require("podman-compose"), "-f", str(tmp_path / "compose.yaml"), "config"],
+        [podman_compose(), "-f", str(tmp_path / "compose.yaml"), "config"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -112,7 +112,7 @@ def test_podman_compose_refuses_to_start_without_the_database_password(tmp_path)
     (tmp_path / "compose.yaml").write_text(COMPOSE.read_text())
     (tmp_path / ".env").write_text("HOOKLATCH_PUBLIC_URL=https://hooks.example.test\n")
     done = subprocess.run(
-        [require("podman-compose"), "-f", str(tmp_path / "compose.yaml"), "config"],
+        [podman_compose(), "-f", str(tmp_path / "compose.yaml"), "config"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

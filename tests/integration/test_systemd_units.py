@@ -1,4 +1,5 @@
 """deploy/systemd: units that systemd accepts as they are, start in the release order,
+let a deploy run the migrations while the running processes serve (docs/upgrading.md),
 stop as the processes need, and run hardened as a user of their own."""
 
 from __future__ import annotations
@@ -8,14 +9,28 @@ import re
 import pytest
 
 from hooklatch.settings import Settings
+from tests.support.install import ROOT
 from tests.support.systemd import UNITS, directives, local_copies, verify
 
 PROCESSES = ("hooklatch-web.service", "hooklatch-worker@.service", "hooklatch-relay.service")
 EVERY_SERVICE = ("hooklatch-migrate.service", *PROCESSES)
+MIGRATE = "hooklatch-migrate.service"
+# Every dependency that stops or restarts this unit when the migrations are stopped or
+# restarted, or keeps it from starting when they are not active.
+COUPLINGS = ("Requires", "Requisite", "BindsTo", "PartOf", "Upholds")
+
+
+def documented_units() -> list[str]:
+    """The units the recipes page's systemd table names, in its first column."""
+    page = (ROOT / "docs" / "deploying-recipes.md").read_text()
+    section = page.split("\n## systemd\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `(hooklatch[^`]*)` \|", section, flags=re.M)
 
 
 def test_the_units_are_the_ones_documented():
-    assert sorted(p.name for p in UNITS.iterdir()) == sorted((*EVERY_SERVICE, "hooklatch.target"))
+    documented = documented_units()
+    assert "hooklatch-migrate.service" in documented
+    assert sorted(p.name for p in UNITS.iterdir()) == sorted(documented)
 
 
 @pytest.mark.parametrize("name", [*EVERY_SERVICE, "hooklatch.target"])
@@ -44,17 +59,48 @@ def test_a_missing_program_fails_the_check(tmp_path):
 
 
 @pytest.mark.parametrize("name", PROCESSES)
-def test_web_worker_and_relay_start_only_after_the_migrations_succeed(name):
+def test_web_worker_and_relay_start_only_after_the_migrations_have_run(name):
+    """A start of the process pulls the migrations in and waits for them to end."""
     unit = directives(UNITS / name)["Unit"]
-    assert "hooklatch-migrate.service" in unit["Requires"].split()
-    assert "hooklatch-migrate.service" in unit["After"].split()
+    assert MIGRATE in unit["Wants"].split()
+    assert MIGRATE in unit["After"].split()
 
 
-def test_the_migrations_run_once_to_the_end():
-    service = directives(UNITS / "hooklatch-migrate.service")["Service"]
+@pytest.mark.parametrize("name", PROCESSES)
+def test_running_the_migrations_leaves_web_worker_and_relay_serving(name):
+    """docs/upgrading.md: the release step runs while the previous processes serve. A
+    Requires= (or any coupling like it) would have systemd stop the process when the
+    migrations are restarted, and start it again only once they end."""
+    unit = directives(UNITS / name)["Unit"]
+    for coupling in COUPLINGS:
+        assert MIGRATE not in unit.get(coupling, "").split(), (name, coupling)
+
+
+def test_each_start_of_the_migrations_runs_them_to_the_end():
+    """A oneshot that is inactive again once done: `systemctl start` runs it every time
+    (with RemainAfterExit it would stay active, and a deploy's start would do nothing)."""
+    service = directives(UNITS / MIGRATE)["Service"]
     assert service["Type"] == "oneshot"
-    assert service["RemainAfterExit"] == "yes"
+    assert service.get("RemainAfterExit", "no") == "no"
     assert service["ExecStart"] == "/opt/hooklatch/bin/hooklatch db upgrade"
+
+
+def test_the_recipes_deploy_in_the_order_upgrading_gives():
+    """Migrations with `start` (a restart coupled to the others would stop them), then
+    relay and workers together, then web."""
+    page = (ROOT / "docs" / "deploying-recipes.md").read_text()
+    steps = re.findall(r"^\s*systemctl (\w+) (.+?)(?:\s+#.*)?$", _deploy_block(page), flags=re.M)
+    assert steps == [
+        ("start", MIGRATE),
+        ("restart", "hooklatch-relay.service 'hooklatch-worker@*.service'"),
+        ("restart", "hooklatch-web.service"),
+    ]
+
+
+def _deploy_block(page: str) -> str:
+    """The shell block under the systemd section's "Deploying a new version"."""
+    after = page.split("**Deploying a new version.**", 1)[1]
+    return after.split("```sh\n", 1)[1].split("```", 1)[0]
 
 
 def test_the_web_unit_starts_gunicorn_as_an_installed_package_is_started():

@@ -4,28 +4,19 @@ virtualenv instead of /opt/hooklatch (verify refuses a unit whose programs are m
 from __future__ import annotations
 
 import configparser
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.support.install import ROOT
+from tests.support.tools import needed_tool
 
 UNITS = ROOT / "deploy" / "systemd"
 INSTALLED_BIN = "/opt/hooklatch/bin"
 
 
 def systemd_analyze() -> str:
-    path = shutil.which("systemd-analyze")
-    if path is None:
-        missing = "systemd-analyze is not installed (apt-get install systemd)"
-        if os.environ.get("CI"):  # the CI machine has it: there, its absence is a failure
-            pytest.fail(missing)
-        pytest.skip(missing)
-    return path
+    return needed_tool("systemd-analyze", apt="systemd")
 
 
 def local_copies(into: Path) -> list[Path]:

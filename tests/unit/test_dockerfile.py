@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import re
 
-from tests.support.dockerfile import stages
+from tests.support.containers import BASE_SUITE
+from tests.support.dockerfile import DOCKERFILE, stages
 from tests.support.install import ROOT
 from tests.support.systemd import UNITS, directives
 
+# The python3 each Debian release ships, by its codename.
+DEBIAN_PYTHON = {"bookworm": "3.11", "trixie": "3.13"}
 WEB = ["gunicorn", "hooklatch:create_app()", "-c", "python:hooklatch.gunicorn_config"]
 
 
@@ -65,3 +68,27 @@ def test_the_default_command_is_the_web_process_the_web_unit_starts():
     assert command == WEB
     unit = directives(UNITS / "hooklatch-web.service")["Service"]["ExecStart"]
     assert unit.replace('"', "").split() == ["/opt/hooklatch/bin/" + WEB[0], *WEB[1:]]
+
+
+def test_the_tests_build_the_image_on_the_debian_and_python_the_default_names():
+    """tests/deploy cannot pull the official image: its base, made of Debian's packages,
+    is of the same Debian release, so of the same Python minor version (Debian 12: 3.11)."""
+    default = dict(i.text.split("=", 1) for i in stages()[0] if i.keyword == "ARG")
+    name, _, tag = default["PYTHON_IMAGE"].partition(":")
+    assert name == "python"
+    version, _, variant = tag.partition("-")
+    assert variant.split("-")[-1] == BASE_SUITE
+    assert DEBIAN_PYTHON[BASE_SUITE] == version
+
+
+def test_every_example_that_runs_a_worker_or_relay_turns_the_web_check_off():
+    """The image's HEALTHCHECK asks /livez, which a worker or relay does not serve."""
+    examples = [
+        line
+        for path in (DOCKERFILE, ROOT / "docs" / "deploying-recipes.md")
+        for line in path.read_text().splitlines()
+        if "docker run" in line and re.search(r"hooklatch (worker|relay)\b", line)
+    ]
+    assert len(examples) >= 4
+    for line in examples:
+        assert "--no-healthcheck" in line, line
