@@ -396,8 +396,10 @@ SECTIONS = (
     Section(
         "The web process (gunicorn)",
         "Read by `gunicorn.conf.py` (the settings live in the package, "
-        "`app/gunicorn_config.py`, which `hooklatch serve` uses too) each time gunicorn "
-        "loads it: at start, and on SIGHUP.",
+        "`app/gunicorn_config.py`, which `hooklatch serve` uses too) at start, from the "
+        "environment gunicorn started with. A reload (SIGHUP) starts new workers but "
+        "changes no setting (the environment is still the one the master started with): "
+        "restart the web process to change one.",
         (
             Setting("HOST", "`0.0.0.0`", "The address the web process listens on."),
             Setting("PORT", "`8000`", "The port the web process listens on."),
