@@ -7,6 +7,7 @@ line; an error inside one still shows its traceback."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -67,6 +68,23 @@ def web_command(port: int) -> list[str]:
         "--bind",
         f"127.0.0.1:{port}",
     ]
+
+
+# A deployment's two ways to start the web process, neither with --pythonpath: gunicorn puts
+# its working directory first on the import path itself.
+GUNICORN_FORMS = ["procfile", "installed"]
+
+
+def gunicorn_command(form: str, project: Path, port: int) -> list[str]:
+    """The Procfile's web line, run from a checkout (wsgi.py and gunicorn.conf.py in its
+    working directory), or the installed form (the image's CMD, the systemd web unit)."""
+    if form == "procfile":
+        for name in ("wsgi.py", "gunicorn.conf.py"):
+            shutil.copy(ROOT / name, project / name)
+        app, config = "wsgi:app", "gunicorn.conf.py"
+    else:
+        app, config = "hooklatch:create_app()", "python:hooklatch.gunicorn_config"
+    return [str(BIN / "gunicorn"), app, "-c", config, "--bind", f"127.0.0.1:{port}"]
 
 
 def status(runtime, event_id: int) -> str | None:
@@ -177,6 +195,28 @@ def test_hooklatch_serve_relay_and_worker_read_handlers_from_the_path_setting(
     deliver_and_wait(runtime, base, project, "evt_path_setting")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("form", GUNICORN_FORMS)
+def test_gunicorn_never_imports_the_project_modules_named_like_libraries(
+    procs, proc_settings, runtime, project, form
+):
+    """gunicorn puts its working directory first on the import path (to import wsgi.py):
+    the web process still finds the libraries before the project's modules."""
+    shadow(project)
+    if form == "installed":
+        # gunicorn itself imports the settings module hooklatch.gunicorn_config, before
+        # any of hooklatch's code runs: a project module named hooklatch hides it.
+        (project / "hooklatch.py").unlink()
+    env = project_env(proc_settings)
+    port = free_port()
+    web = procs("web", gunicorn_command(form, project, port), env, cwd=project)
+    procs("relay", script("relay"), env, cwd=project)
+    procs("worker", script("worker"), env, cwd=project)
+    base = f"http://127.0.0.1:{port}"
+    wait_http(base + "/healthz", web)
+    deliver_and_wait(runtime, base, project, f"evt_gunicorn_{form}")
+
+
 def run_until_exit(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, float]:
     """Run a process that should stop by itself; its exit code, output, and seconds."""
     started = time.monotonic()
@@ -234,6 +274,62 @@ def test_a_project_module_hidden_by_an_installed_one_of_its_name_stops_the_proce
     installed = Path(str(__import__("redis").__file__))
     assert f"module 'redis' is {installed}, not {project / 'redis.py'}" in output, output
     assert output.count("\n") == 1 and "rename yours" in output, output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", GUNICORN_FORMS)
+def test_under_gunicorn_a_project_module_hidden_by_an_installed_one_stops_the_web(
+    proc_settings, project, form
+):
+    (project / "stripe.py").write_text(HANDLERS)
+    env = project_env(proc_settings, HOOKLATCH_HANDLERS="stripe")
+    code, output, _ = run_until_exit(gunicorn_command(form, project, free_port()), env, project)
+    assert code != 0, output
+    installed = Path(str(__import__("stripe").__file__))
+    line = f"module 'stripe' is {installed}, not {project / 'stripe.py'}"
+    assert output.count(line) == 1, output
+    assert "Traceback" not in output, output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", GUNICORN_FORMS)
+@pytest.mark.parametrize("path", ["", "elsewhere"])
+def test_under_gunicorn_the_path_setting_alone_says_where_handler_modules_are(
+    proc_settings, project, tmp_path, form, path
+):
+    """Set empty or to another folder, HOOKLATCH_HANDLERS_PATH leaves out the working
+    directory gunicorn started in, as it does for every other process."""
+    (tmp_path / "elsewhere").mkdir()
+    env = project_env(proc_settings, HOOKLATCH_HANDLERS_PATH=path and str(tmp_path / path))
+    code, output, _ = run_until_exit(gunicorn_command(form, project, free_port()), env, project)
+    assert code != 0, output
+    where = (
+        "in the installed packages (HOOKLATCH_HANDLERS_PATH is empty)"
+        if path == ""
+        else f"in {tmp_path / path} (HOOKLATCH_HANDLERS_PATH) or in the installed packages"
+    )
+    assert output.count(f"HOOKLATCH_HANDLERS: module 'myhandlers' not found {where}") == 1, output
+    assert "Traceback" not in output, output
+
+
+def test_the_cli_and_the_worker_do_not_import_gunicorn():
+    """Only the web process needs gunicorn: `hooklatch --version`, the worker's and the
+    relay's modules and the handler lookup import nothing of it."""
+    code = (
+        "import sys\n"
+        "import hooklatch.cli, hooklatch.handler_modules, hooklatch.runtime\n"
+        "import hooklatch.workers.worker.main, hooklatch.workers.relay.main\n"
+        "sys.argv = ['hooklatch', '--version']\n"
+        "try:\n"
+        "    hooklatch.cli.main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(name for name in sys.modules if name.partition('.')[0] == 'gunicorn'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.splitlines()[-1] == "[]", done.stdout + done.stderr
 
 
 def test_an_empty_path_setting_looks_only_in_the_installed_packages(proc_settings, project):
