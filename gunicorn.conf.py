@@ -8,8 +8,14 @@ needs one with get_code (pytest's assertion-rewriting hook, for one, has none).
 """
 
 import importlib
+import os
 import sys
 
+# gunicorn has put the folder it runs in (this file's, wsgi.py's) first on the import path.
+# Last, it still serves `import wsgi`, and a project's module named hooklatch, or like
+# one of its libraries, does not hide them (app/gunicorn_config.py says more).
+if sys.path and os.path.realpath(sys.path[0]) == os.path.realpath(os.getcwd()):
+    sys.path.append(sys.path.pop(0))
 # Names of this file's own start with _: gunicorn takes any other that names a setting
 # (even `config`).
 _NAME = "hooklatch.gunicorn_config"

@@ -15,39 +15,60 @@ Provider plugins import from ``hooklatch.providers``, their tests from
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
-
-from hooklatch.db import utcnow
-from hooklatch.handlers import Context, EventView, Router, on
-from hooklatch.settings import Settings
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from flask import Flask
 
+    from hooklatch.handlers import Context, EventView, Router, on
+    from hooklatch.settings import Settings
+
 __all__ = ["Context", "EventView", "Router", "Settings", "create_app", "on"]
+
+# Imported when first asked for: importing hooklatch itself imports nothing but the
+# standard library, so gunicorn can load its settings module, hooklatch.gunicorn_config,
+# before anything else of the web process's is imported (see that module).
+_LAZY = {
+    "Context": "hooklatch.handlers",
+    "EventView": "hooklatch.handlers",
+    "Router": "hooklatch.handlers",
+    "on": "hooklatch.handlers",
+    "Settings": "hooklatch.settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'hooklatch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
 
 
 def create_app(
     settings: Settings | None = None,
     *,
     router: Router | None = None,
-    clock: Callable[[], datetime] = utcnow,
+    clock: Callable[[], datetime] | None = None,
 ) -> Flask:
     from flask import Flask
 
     from hooklatch import logs
     from hooklatch.admin import console, init_api
+    from hooklatch.db import utcnow
     from hooklatch.errors import refuse_nul, register_error_handlers
     from hooklatch.health import bp as health_bp
     from hooklatch.ingest.views import IngestRoute
     from hooklatch.operations import scrape
     from hooklatch.runtime import build_runtime
+    from hooklatch.settings import Settings
 
     settings = settings or Settings.from_env()
     logs.configure()
-    runtime = build_runtime(settings, router=router, clock=clock)
+    runtime = build_runtime(settings, router=router, clock=clock or utcnow)
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = runtime.settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]

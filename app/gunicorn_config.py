@@ -4,18 +4,30 @@ gunicorn.conf.py`, which reads them from here) and `hooklatch serve`'s."""
 import gc
 import importlib.util
 import logging
-import multiprocessing
 import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from gunicorn import glogging
+from gunicorn import util
+from gunicorn.errors import AppImportError
+
+from hooklatch.handler_modules import HandlerModuleNotFound, put_server_directory_last
+
+# gunicorn has put the folder it runs in first on the import path, to import wsgi.py from
+# it: moved last, where a project's modules named like the standard library's or the
+# installed packages' (json.py, redis.py, stripe.py) hide none of them, as in every other
+# process (hooklatch.handler_modules). Done before anything is imported that gunicorn has
+# not imported already (all of the above has been) and before the app is loaded; again
+# on a reload (SIGHUP), which reads this module again.
+put_server_directory_last(util.getcwd())
+
+from gunicorn import glogging  # noqa: E402  (imports json, first: after the line above)
 
 bind = f"{os.environ.get('HOST', '0.0.0.0')}:{os.environ.get('PORT', '8000')}"  # noqa: S104
 if os.environ.get("DATABASE_URL"):
-    workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() * 2))
+    workers = int(os.environ.get("WEB_CONCURRENCY", (os.cpu_count() or 1) * 2))
     # A client sending its body slowly holds a greenlet, not the worker: with sync workers,
     # as many slow clients as workers stopped the service. See post_worker_init.
     default_worker_class = "gevent"
@@ -70,6 +82,26 @@ _KEEPALIVE_REQUESTS = 50
 # Under gevent: how a request's greenlet gives the others of its worker a turn (see
 # post_request).
 _take_turns = None
+
+
+def post_fork(server, worker):
+    """In each worker, before it loads the app. A --chdir folder, which gunicorn put first
+    on the import path after reading this module, goes last too (--pythonpath's folders
+    stay first: the user's choice).
+
+    A handler module that is not found stops the server with its one line: gunicorn does
+    that for an AppImportError raised while a worker loads the app (rather than printing
+    a traceback, and starting workers again and again)."""
+    put_server_directory_last(server.cfg.chdir, named=(server.cfg.pythonpath or "").split(","))
+    load = worker.load_wsgi
+
+    def load_wsgi():
+        try:
+            load()
+        except HandlerModuleNotFound as exc:
+            raise AppImportError(str(exc)) from None
+
+    worker.load_wsgi = load_wsgi
 
 
 def post_worker_init(worker):

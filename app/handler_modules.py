@@ -11,6 +11,12 @@ libraries or another handler imports under that name, whichever was imported fir
 handler module is therefore found in the folders only under a name nothing installed
 has; one that is hidden by an installed module of its name stops the process, saying so,
 rather than leaving its handlers unregistered.
+
+The web process under gunicorn too: gunicorn puts its working directory first on the
+import path, which its settings module (hooklatch.gunicorn_config) moves last, and
+``import_handler_modules`` takes off, with put_server_directory_last. Only what PYTHONPATH
+or gunicorn's ``--pythonpath`` names comes first: the user's choice. Nothing here imports
+gunicorn; its settings module turns a HandlerModuleNotFound into gunicorn's error.
 """
 
 from __future__ import annotations
@@ -23,10 +29,12 @@ import traceback
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from gunicorn.errors import AppImportError
-
 SETTING = "HOOKLATCH_HANDLERS"
 PATH_SETTING = "HOOKLATCH_HANDLERS_PATH"
+
+# Entries a server put on the import path for itself (see put_server_directory_last),
+# taken off when the handler modules are looked for.
+_server_entries: list[str] = []
 
 
 class HandlerImportError(RuntimeError):
@@ -38,10 +46,10 @@ class HandlerImportError(RuntimeError):
         self.details = details
 
 
-class HandlerModuleNotFound(HandlerImportError, AppImportError):
-    """No module of that name where it was looked for: one line, no traceback. It is also
-    gunicorn's AppImportError, for which a web worker prints the line and the server
-    stops (rather than printing a traceback, or starting the worker again and again)."""
+class HandlerModuleNotFound(HandlerImportError):
+    """No module of that name where it was looked for: one line, no traceback. A gunicorn
+    worker raises it as gunicorn's AppImportError, for which the worker prints the line
+    and the server stops (hooklatch.gunicorn_config's post_fork)."""
 
 
 def import_handler_modules(modules: Iterable[str], folders: Sequence[Path]) -> None:
@@ -49,6 +57,10 @@ def import_handler_modules(modules: Iterable[str], folders: Sequence[Path]) -> N
     from ``folders`` or the installed packages."""
     from hooklatch.renamed import hint
 
+    for entry in _server_entries:
+        while entry in sys.path:
+            sys.path.remove(entry)
+    _server_entries.clear()
     add_to_path(folders)
     for module in modules:
         _check_not_hidden(module, folders)
@@ -70,6 +82,34 @@ def add_to_path(folders: Sequence[Path]) -> None:
         entry = os.fspath(folder)
         if entry not in sys.path:
             sys.path.append(entry)
+
+
+def put_server_directory_last(directory: str, *, named: Iterable[str] = ()) -> None:
+    """gunicorn puts the folder it runs in first on the import path, to import the
+    application's module from it (``wsgi`` of ``gunicorn wsgi:app``): the project's
+    modules would come before the standard library and the installed packages. Moved to
+    the end, it still serves that import (nothing installed is called ``wsgi``) and hides
+    nothing; and it is taken off when the handler modules are looked for, which look in
+    the folders HOOKLATCH_HANDLERS_PATH names only.
+
+    Left first when PYTHONPATH or ``named`` (gunicorn's ``--pythonpath``) names it: a
+    choice of the user's, which this puts back first if it was moved before it was known."""
+    target = os.path.realpath(directory)
+    present = [entry for entry in sys.path if os.path.realpath(entry) == target]
+    if not present:
+        return
+    chosen = [*os.environ.get("PYTHONPATH", "").split(os.pathsep), *named]
+    if any(entry and os.path.realpath(entry) == target for entry in chosen):
+        if directory in _server_entries:
+            _server_entries.remove(directory)
+            sys.path.remove(directory)
+            sys.path.insert(0, directory)
+        return
+    for entry in present:
+        sys.path.remove(entry)
+    sys.path.append(directory)
+    if directory not in _server_entries:
+        _server_entries.append(directory)
 
 
 def _is_module_itself(missing: str | None, module: str) -> bool:

@@ -72,7 +72,18 @@ SECTIONS = (
                 "empty: none, only the installed packages. The folders come after the "
                 "standard library and the installed packages, so a project's `logging.py` or "
                 "`redis.py` never replaces theirs; a handler module named like an installed one "
-                "stops the process, saying so (rename it).",
+                "stops the process, saying so (rename it). That holds for the web process "
+                "too: gunicorn puts its working directory first on the import path (to import "
+                "`wsgi.py`), and its settings module moves it last, then off before the handler "
+                "modules are looked for.",
+            ),
+            Setting(
+                "PYTHONPATH",
+                "unset",
+                "Python's own: the folders it names come first on the import path of every "
+                "process, gunicorn's too (and gunicorn's `--pythonpath`), even its working "
+                "directory; their modules do replace the standard library's and the installed "
+                "packages' of the same names.",
             ),
             Setting(
                 "HOOKLATCH_INSTANCE_PATH",

@@ -140,6 +140,7 @@ SHADOWS = [
     "ssl",
     "signal",
     "traceback",
+    "multiprocessing",
     "redis",
     "rq",
     "sqlalchemy",

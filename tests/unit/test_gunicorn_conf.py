@@ -3,10 +3,13 @@
 import gc
 import logging
 import runpy
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+from hooklatch import handler_modules
 
 CONF = Path(__file__).resolve().parents[2] / "gunicorn.conf.py"
 
@@ -18,6 +21,10 @@ def conf(monkeypatch):
     later test in this process would count into files."""
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")  # recorded, so undone at the end
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
+    # It moves gunicorn's working directory on the import path (and hooklatch's handler
+    # lookup would take it off later): this process's own path is put back afterwards.
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(handler_modules, "_server_entries", [])
     return runpy.run_path(str(CONF))
 
 
