@@ -16,6 +16,7 @@ import sys
 # one of its libraries, does not hide them (app/gunicorn_config.py says more).
 if sys.path and os.path.realpath(sys.path[0]) == os.path.realpath(os.getcwd()):
     sys.path.append(sys.path.pop(0))
+
 # Names of this file's own start with _: gunicorn takes any other that names a setting
 # (even `config`).
 _NAME = "hooklatch.gunicorn_config"

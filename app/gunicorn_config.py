@@ -19,8 +19,8 @@ from hooklatch.handler_modules import HandlerModuleNotFound, put_server_director
 # it: moved last, where a project's modules named like the standard library's or the
 # installed packages' (json.py, redis.py, stripe.py) hide none of them, as in every other
 # process (hooklatch.handler_modules). Done before anything is imported that gunicorn has
-# not imported already (all of the above has been) and before the app is loaded; again
-# on a reload (SIGHUP), which reads this module again.
+# not imported already (all of the above has been) and before the app is loaded. On a
+# reload (SIGHUP) gunicorn finds its directory on the path already, and leaves it.
 put_server_directory_last(util.getcwd())
 
 from gunicorn import glogging  # noqa: E402  (imports json, first: after the line above)
