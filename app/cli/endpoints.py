@@ -191,10 +191,14 @@ def secrets_add(ctx: click.Context, endpoint: str, value: str | None, file: Text
     runtime = runtime_of(ctx)
     with runtime.session_factory() as session:
         provider = runtime.provider(get_endpoint(session, endpoint).provider)
-    if not given and not provider.generates_secret:
-        # Asked before the transaction begins, so that none waits on a person.
-        given = [prompt_secret(f"secret {provider.name} shows for {endpoint} (input hidden)")]
-    secret, generated = changes.secret_to_add(provider, given[0] if given else None)
+    if given:  # an empty one is refused when it is added, never replaced by a generated one
+        [secret], generated = given, False
+    else:
+        typed = None
+        if not provider.generates_secret:
+            # Asked before the transaction begins, so that none waits on a person.
+            typed = prompt_secret(f"secret {provider.name} shows for {endpoint} (input hidden)")
+        secret, generated = changes.secret_to_add(provider, typed)
     with runtime.session_factory.begin() as session:
         row = get_endpoint(session, endpoint)
         added = changes.secret_added(

@@ -172,3 +172,22 @@ def test_a_secret_from_stdin_or_a_file_gives_no_warning(settings, tmp_path):
         settings, "endpoints", "secrets", "add", "q", "--secret", "-", input="whsec_stdin\n"
     )
     assert by_file.stderr == by_stdin.stderr == ""
+
+
+def test_an_empty_secret_given_to_secrets_add_is_refused_not_replaced_by_a_generated_one(
+    settings, tmp_path
+):
+    """GitHub's endpoints get a generated secret when none is given; an empty file or
+    stdin is a secret given, and wrong: a rotation script must not go on to remove the
+    old secret while the provider signs with one hooklatch does not have."""
+    run_cli(settings, "endpoints", "add", "github", "--name", "gh")
+    before = revealed(settings, "gh")
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    for given in (["--secret-file", str(empty)], ["--secret", "-"]):
+        result = run_cli(
+            settings, "endpoints", "secrets", "add", "gh", *given, input="\n", ok=False
+        )
+        assert result.exit_code == 1 and "cannot be empty" in result.output
+        assert "generated" not in result.output
+    assert revealed(settings, "gh") == before
