@@ -51,3 +51,29 @@ def imported_modules(path: Path) -> list[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.append(node.module)
     return names
+
+
+def test_the_public_names_are_seen_by_dir_and_type_checkers_and_no_other(tmp_path):
+    """``import hooklatch`` loads its public names when first used; ``dir()`` lists them
+    before that, and a type checker refuses a name hooklatch does not have."""
+    import subprocess
+    import sys
+
+    listed = subprocess.run(
+        [sys.executable, "-c", "import hooklatch; print(' '.join(dir(hooklatch)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert {"Context", "EventView", "Router", "Settings", "create_app", "on"} <= set(listed)
+    user = tmp_path / "handlers_of_a_user.py"
+    user.write_text("from hooklatch import Context, on\nfrom hooklatch import Contxt\n")
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", str(user)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert checked.returncode == 1, checked.stdout
+    assert 'has no attribute "Contxt"' in checked.stdout
+    assert checked.stdout.count("error:") == 1, checked.stdout
