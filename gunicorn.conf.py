@@ -1,10 +1,11 @@
 """gunicorn settings for `gunicorn wsgi:app -c gunicorn.conf.py` (the Procfile's web).
 
 They live in the package (app/gunicorn_config.py), so that `hooklatch serve` and an
-installed hooklatch start the same web process. They are read anew each time gunicorn
-loads this file (at start, and on SIGHUP), from the environment of that moment: the
-module is run again (reloaded), which works whatever loader imported it, where runpy
-needs one with get_code (pytest's assertion-rewriting hook, for one, has none).
+installed hooklatch start the same web process. gunicorn runs this file at start and
+again on a reload (SIGHUP), which reloads the settings module (that works whatever loader
+imported it, where runpy needs one with get_code); but the environment they are read
+from is still the one the master started with, so a reload changes no setting: restart
+the web process to change one (docs/configuration.md).
 """
 
 import importlib

@@ -39,13 +39,14 @@ def replay(event_id: str) -> Any:
     runtime = current_runtime()
     number = whole_number("the event id", event_id, high=MAX_ID)
     data = json_object()
+    actor = api_actor(data)
     reason = text_field(data, "reason")
     try:
         with runtime.session_factory.begin() as session:
             row = replay_one(
                 session,
                 number,
-                actor=api_actor(data),
+                actor=actor,
                 reason=reason,
                 now=runtime.clock(),
             )

@@ -86,15 +86,30 @@ def test_each_start_of_the_migrations_runs_them_to_the_end():
 
 
 def test_the_recipes_deploy_in_the_order_upgrading_gives():
-    """Migrations with `start` (a restart coupled to the others would stop them), then
-    relay and workers together, then web."""
+    """The new release's migrations while the old processes serve, run from the new
+    release's own virtualenv; then the link the units run switched to it; then relay and
+    workers together, then web."""
     page = (ROOT / "docs" / "deploying-recipes.md").read_text()
-    steps = re.findall(r"^\s*systemctl (\w+) (.+?)(?:\s+#.*)?$", _deploy_block(page), flags=re.M)
-    assert steps == [
-        ("start", MIGRATE),
-        ("restart", "hooklatch-relay.service 'hooklatch-worker@*.service'"),
-        ("restart", "hooklatch-web.service"),
+    lines = [
+        line.strip()
+        for line in _deploy_block(page).replace("\\\n", " ").splitlines()
+        if line.strip()
     ]
+    commands = [line.split("#", 1)[0].split()[:2] for line in lines]
+    assert commands == [
+        ["systemd-run", "--wait"],
+        ["ln", "-sfn"],
+        ["systemctl", "restart"],
+        ["systemctl", "restart"],
+    ]
+    migrate, link, relay_and_workers, web = lines
+    assert (
+        "--uid=hooklatch" in migrate and "EnvironmentFile=/etc/hooklatch/hooklatch.env" in migrate
+    )
+    assert "$release/bin/hooklatch db upgrade" in migrate
+    assert link.split()[2:] == ["$release", "/opt/hooklatch"]
+    assert relay_and_workers.endswith("hooklatch-relay.service 'hooklatch-worker@*.service'")
+    assert web.endswith("hooklatch-web.service")
 
 
 def _deploy_block(page: str) -> str:
