@@ -90,17 +90,22 @@ def test_no_secret_is_written_in_the_file(services):
     assert filled == []
 
 
-def test_podman_compose_reads_the_file(tmp_path):
-    """`config` resolves the file as `up` would: interpolation, the env file, the anchors."""
-    (tmp_path / "compose.yaml").write_text(COMPOSE.read_text())
-    (tmp_path / ".env").write_text("POSTGRES_PASSWORD=0123abcd\n")
-    done = subprocess.run(
-        [podman_compose(), "-f", str(tmp_path / "compose.yaml"), "config"],
-        cwd=tmp_path,
+def compose_config(folder, env_file: str) -> subprocess.CompletedProcess[str]:
+    """`podman-compose config` on a copy of the file, beside an .env holding ``env_file``."""
+    (folder / "compose.yaml").write_text(COMPOSE.read_text())
+    (folder / ".env").write_text(env_file)
+    return subprocess.run(
+        [podman_compose(), "-f", str(folder / "compose.yaml"), "config"],
+        cwd=folder,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_podman_compose_reads_the_file(tmp_path):
+    """`config` resolves the file as `up` would: interpolation, the env file, the anchors."""
+    done = compose_config(tmp_path, "POSTGRES_PASSWORD=0123abcd\n")
     assert done.returncode == 0, done.stderr
     resolved = yaml.safe_load(done.stdout)["services"]
     url = resolved["worker"]["environment"]["DATABASE_URL"]
@@ -109,14 +114,6 @@ def test_podman_compose_reads_the_file(tmp_path):
 
 
 def test_podman_compose_refuses_to_start_without_the_database_password(tmp_path):
-    (tmp_path / "compose.yaml").write_text(COMPOSE.read_text())
-    (tmp_path / ".env").write_text("HOOKLATCH_PUBLIC_URL=https://hooks.example.test\n")
-    done = subprocess.run(
-        [podman_compose(), "-f", str(tmp_path / "compose.yaml"), "config"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = compose_config(tmp_path, "HOOKLATCH_PUBLIC_URL=https://hooks.example.test\n")
     assert done.returncode != 0
     assert "set POSTGRES_PASSWORD in deploy/.env" in done.stdout + done.stderr

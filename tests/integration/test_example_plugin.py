@@ -39,16 +39,22 @@ def installed(tmp_path_factory):
     return site
 
 
-@pytest.mark.slow
-def test_the_plugins_own_tests_pass_the_conformance_kit(installed):
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+def in_the_package(installed, module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m module args`` in the example's folder, with the installed plugin and
+    hooklatch (from this checkout) importable and nothing else of this environment's."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
         cwd=PACKAGE,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{installed}:{ROOT}"},
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+@pytest.mark.slow
+def test_the_plugins_own_tests_pass_the_conformance_kit(installed):
+    result = in_the_package(installed, "pytest", "-q", "-p", "no:cacheprovider", "tests")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "11 passed" in result.stdout, result.stdout
 
@@ -59,14 +65,7 @@ def test_the_plugins_own_tests_pass_the_conformance_kit(installed):
     [("acme", 10), ("tests/test_conformance.py:TestAcmeConformance", 11)],
 )
 def test_the_kit_run_as_a_command_passes_the_installed_plugin(installed, target, passed):
-    result = subprocess.run(
-        [sys.executable, "-m", "hooklatch.testing", target],
-        cwd=PACKAGE,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{installed}:{ROOT}"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = in_the_package(installed, "hooklatch.testing", target)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines()[-1] == f"{passed} passed, 0 failed", result.stdout
 
