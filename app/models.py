@@ -1,5 +1,6 @@
 """Every mapped class, imported together so Base.metadata is complete."""
 
+from hooklatch.audit import AuditEntry
 from hooklatch.endpoints.models import Endpoint, EndpointSecret, Refusal
 from hooklatch.events.models import (
     Attempt,
@@ -11,7 +12,6 @@ from hooklatch.events.models import (
 )
 from hooklatch.operations.models import (
     ActivityCount,
-    AuditEntry,
     ConsoleSession,
     Heartbeat,
     TokenFailures,

@@ -9,6 +9,7 @@ from typing import Any
 from flask import request
 from sqlalchemy.exc import SQLAlchemyError
 
+from hooklatch import audit
 from hooklatch.admin.blueprint import bp
 from hooklatch.admin.inputs import MAX_ID, api_actor, json_object, text_field, whole_number
 from hooklatch.endpoints.service import get_endpoint
@@ -23,7 +24,6 @@ from hooklatch.events.serialize import (
     describe_replay,
     event_history,
 )
-from hooklatch.operations import audit
 from hooklatch.ordering.service import (
     blocked_keys,
     count_blocked,

@@ -26,8 +26,8 @@ def keys_generate() -> None:
 def keys_rotate(ctx: click.Context) -> None:
     """Re-encrypt every stored secret and secret option with the first key, and key the
     secrets' fingerprints to it; then older keys can be dropped."""
+    from hooklatch import audit
     from hooklatch.endpoints.service import rotate_keys
-    from hooklatch.operations import audit
 
     runtime = runtime_of(ctx)
     with runtime.session_factory.begin() as session:

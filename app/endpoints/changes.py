@@ -7,11 +7,11 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from hooklatch import audit
 from hooklatch.crypto import SecretBox
 from hooklatch.endpoints.models import Endpoint, EndpointSecret
 from hooklatch.endpoints.service import add_secret, generate_secret, remove_secret
 from hooklatch.errors import BadRequest
-from hooklatch.operations import audit
 from hooklatch.providers.base import Provider
 
 

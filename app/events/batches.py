@@ -32,6 +32,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
+from hooklatch import audit
 from hooklatch.errors import BadRequest, NotFound, ReplayRefused
 from hooklatch.events.browse import EventFilter, bounded, count, oldest
 from hooklatch.events.models import (
@@ -44,7 +45,6 @@ from hooklatch.events.models import (
     ReplayBatchItem,
 )
 from hooklatch.events.replay import request_replay
-from hooklatch.operations import audit
 
 RUNNING, DONE, CANCELLED = "running", "done", "cancelled"
 REPLAYED, SKIPPED = "replayed", "skipped"

@@ -7,10 +7,10 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from hooklatch import audit
+from hooklatch.audit import check_reason
 from hooklatch.errors import NotFound, PayloadPruned, ReplayRefused
 from hooklatch.events.models import PENDING, Attempt, Event, OutboxEntry, Replay
-from hooklatch.operations import audit
-from hooklatch.operations.audit import check_reason
 
 
 def replay_one(

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, ForeignKey, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from hooklatch.db import Base, UTCDateTime, utcnow
+from hooklatch.db import Base, UTCDateTime
 
 
 class Heartbeat(Base):
@@ -49,19 +49,6 @@ class ActivityCount(Base):
     )
     outcome: Mapped[str] = mapped_column(String(64), primary_key=True)
     count: Mapped[int] = mapped_column(BigInteger, default=0)
-
-
-class AuditEntry(Base):
-    """Who did what: every replay, bulk replay, endpoint and secret change."""
-
-    __tablename__ = "audit_log"
-
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
-    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
-    actor: Mapped[str] = mapped_column(String(200))
-    action: Mapped[str] = mapped_column(String(64))
-    target: Mapped[str] = mapped_column(String(200))
-    details: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class ConsoleSession(Base):

@@ -38,6 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql.elements import BindParameter
 
+from hooklatch.audit import AuditEntry
 from hooklatch.endpoints.models import Refusal
 from hooklatch.events.batches import RUNNING
 from hooklatch.events.models import (
@@ -53,7 +54,6 @@ from hooklatch.operations.activity import delete_before as delete_activity_befor
 from hooklatch.operations.activity import hour_of
 from hooklatch.operations.models import (
     ActivityCount,
-    AuditEntry,
     ConsoleSession,
     Heartbeat,
     TokenFailures,

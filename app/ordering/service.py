@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 from sqlalchemy.orm import Session
 
+from hooklatch import audit
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.errors import BadRequest, NotFound
 from hooklatch.events.models import DEAD, PENDING, Attempt, Event
-from hooklatch.operations import audit
 from hooklatch.ordering import claims
 from hooklatch.ordering.claims import KeyRef
 from hooklatch.ordering.models import (

@@ -13,8 +13,8 @@ import pytest
 from alembic import command
 from sqlalchemy import select, text
 
+from hooklatch.audit import AuditEntry
 from hooklatch.migrations import alembic_config
-from hooklatch.operations.models import AuditEntry
 from tests.support.cli import run_cli
 from tests.support.database import TABLES, count
 from tests.support.openapi import Described, DescribedClient

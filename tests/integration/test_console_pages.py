@@ -11,9 +11,9 @@ from html import unescape
 
 from sqlalchemy import text
 
+from hooklatch.audit import REASON_MAX
 from hooklatch.display import counted, shown_time
 from hooklatch.events import batches
-from hooklatch.operations.audit import REASON_MAX
 from tests.support.cli import run_cli
 from tests.support.console import csrf_of, signed_in
 from tests.support.database import count

@@ -12,9 +12,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
+from hooklatch.audit import AuditEntry
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.models import DEAD, PENDING, Attempt, Event, OutboxEntry
-from hooklatch.operations.models import AuditEntry
 from hooklatch.ordering.models import OrderingKey
 from hooklatch.ordering.service import set_ordering
 from tests.support.cli import run_cli

@@ -25,8 +25,8 @@ from markupsafe import Markup, escape
 # Imported for the views and hooks they register on the blueprint.
 from hooklatch.admin.console import auth, endpoints, keys, pages, replays  # noqa: F401
 from hooklatch.admin.console.blueprint import bp
+from hooklatch.audit import REASON_MAX
 from hooklatch.display import counted, shown_time, utc_time, visible
-from hooklatch.operations.audit import REASON_MAX
 
 
 @bp.app_template_global()

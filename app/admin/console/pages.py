@@ -11,6 +11,7 @@ from urllib.parse import unquote, urlsplit
 from flask import Response, abort, flash, redirect, render_template, request, url_for
 from sqlalchemy import select
 
+from hooklatch import audit
 from hooklatch.admin.console.auth import actor, sign_in, sign_out
 from hooklatch.admin.console.blueprint import bp
 from hooklatch.display import visible, visible_json
@@ -20,7 +21,7 @@ from hooklatch.events.browse import EventFilter, page
 from hooklatch.events.models import STATUSES, Event
 from hooklatch.events.replay import replay_one
 from hooklatch.events.serialize import event_history
-from hooklatch.operations import activity, audit
+from hooklatch.operations import activity
 from hooklatch.runtime import current_runtime
 
 STORED = ("accepted", "duplicate")

@@ -11,14 +11,29 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import JSON, BigInteger, Integer, String, select
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from hooklatch.db import Base, UTCDateTime, utcnow
 from hooklatch.errors import BadRequest
-from hooklatch.operations.models import AuditEntry
 
 ACTOR_LENGTH = 200
 TARGET_LENGTH = 200
+
+
+class AuditEntry(Base):
+    """Who did what: every replay, bulk replay, endpoint and secret change."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(ACTOR_LENGTH))
+    action: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(TARGET_LENGTH))
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
 # Characters of the reason a person gives for a replay, a bulk replay or a key's
 # release, whichever face asks for it: a sentence for this log, not a document.
 REASON_MAX = 1000
