@@ -99,13 +99,14 @@ lock:
 run: install
 	$(BIN)/hooklatch serve $(HOOKLATCH_SERVE_ARGS)
 
-# The same three checks run as a pre-commit hook (.pre-commit-config.yaml).
+# The same four checks run as a pre-commit hook (.pre-commit-config.yaml).
 LINTED := app workers migrations tests bench examples
 
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 # Rewrites what lint would refuse and can be fixed mechanically: imports, formatting.
 fmt: install-dev

@@ -64,12 +64,12 @@ def create_app(
 
     from hooklatch import logs
     from hooklatch.admin import console, init_api
+    from hooklatch.assembly import build_runtime
     from hooklatch.db import utcnow
     from hooklatch.errors import refuse_nul, register_error_handlers
     from hooklatch.health import bp as health_bp
     from hooklatch.ingest.views import IngestRoute
     from hooklatch.operations import scrape
-    from hooklatch.runtime import build_runtime
     from hooklatch.settings import Settings
 
     settings = settings or Settings.from_env()

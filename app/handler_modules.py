@@ -1,7 +1,7 @@
 """Importing the modules HOOKLATCH_HANDLERS names, from the folders HOOKLATCH_HANDLERS_PATH
 names (by default the working directory), as ``rq worker --path`` and ``uvicorn
 --app-dir`` find an application's code. Every process does it here, once, while its
-runtime is built (hooklatch.runtime.build_runtime): web, relay, worker (whose work
+runtime is built (hooklatch.assembly.build_runtime): web, relay, worker (whose work
 horses inherit it) and the CLI's commands.
 
 The folders go at the end of ``sys.path``, after the standard library and the installed

@@ -2,6 +2,7 @@
 
 from hooklatch.audit import AuditEntry
 from hooklatch.endpoints.models import Endpoint, EndpointSecret, Refusal
+from hooklatch.events.activity import ActivityCount
 from hooklatch.events.models import (
     Attempt,
     Event,
@@ -11,7 +12,6 @@ from hooklatch.events.models import (
     ReplayBatchItem,
 )
 from hooklatch.operations.models import (
-    ActivityCount,
     ConsoleSession,
     Heartbeat,
     TokenFailures,

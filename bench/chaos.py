@@ -180,8 +180,8 @@ class Chaos:
         import subprocess
 
         from bench.handlers import metadata
+        from hooklatch.assembly import build_runtime
         from hooklatch.endpoints.service import create_endpoint
-        from hooklatch.runtime import build_runtime
         from hooklatch.settings import Settings
 
         with (self.work_dir / "migrations.log").open("ab") as output:

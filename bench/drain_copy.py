@@ -11,7 +11,7 @@ import time
 
 from sqlalchemy import text
 
-from hooklatch.runtime import build_runtime
+from hooklatch.assembly import build_runtime
 from hooklatch.settings import Settings
 from hooklatch.workers.worker import jobs
 

@@ -354,9 +354,9 @@ def signed_events(prefix: str, count: int, customer: Callable[[int], str]) -> li
 
 def fifo_endpoint(bench: Bench) -> str:
     """A second Stripe endpoint, with ordering fifo (its key: data.object.customer)."""
+    from hooklatch.assembly import build_runtime
     from hooklatch.endpoints.service import create_endpoint
     from hooklatch.ordering.service import set_ordering
-    from hooklatch.runtime import build_runtime
     from hooklatch.settings import Settings
 
     runtime = build_runtime(Settings.from_env(bench.env()))

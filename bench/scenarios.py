@@ -108,8 +108,8 @@ class Bench:
         )
         psql(self.database_url, NAIVE_SCHEMA)
         from bench.handlers import metadata
+        from hooklatch.assembly import build_runtime
         from hooklatch.endpoints.service import create_endpoint
-        from hooklatch.runtime import build_runtime
         from hooklatch.settings import Settings
 
         runtime = build_runtime(Settings.from_env(self.env()))
@@ -547,7 +547,7 @@ class Bench:
         healthy backlog alone. The worst case follows: the oldest jobs taken off the queue
         as workers that died would leave them, so that every check scans the whole list.
         """
-        from hooklatch.runtime import build_runtime
+        from hooklatch.assembly import build_runtime
         from hooklatch.settings import Settings
         from hooklatch.workers.relay.loop import Relay
         from hooklatch.workers.relay.sinks import SERIALIZER, RQSink

@@ -34,7 +34,7 @@ def settings_of(ctx: click.Context) -> Settings:
 
 def runtime_of(ctx: click.Context) -> Runtime:
     """Built once per command: handlers imported, plugins loaded and checked."""
-    from hooklatch.runtime import build_runtime
+    from hooklatch.assembly import build_runtime
 
     if "runtime" not in ctx.obj:
         with starting():

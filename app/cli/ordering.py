@@ -9,7 +9,7 @@ import click
 
 from hooklatch.cli.context import cli_actor, friendly, runtime_of
 from hooklatch.cli.output import echo_json, emit, printable
-from hooklatch.ordering.models import DEAD_POLICIES, POLICIES
+from hooklatch.endpoints.ordering import DEAD_POLICIES, POLICIES
 
 
 @click.group()

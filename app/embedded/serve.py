@@ -65,10 +65,10 @@ def prepare_server(
 def _prepare_embedded(settings: Settings, send_command: str) -> None:
     from alembic import command
 
+    from hooklatch.assembly import build_runtime
     from hooklatch.endpoints.models import Endpoint
     from hooklatch.endpoints.service import create_endpoint, endpoint_url
     from hooklatch.migrations import alembic_config
-    from hooklatch.runtime import build_runtime
 
     settings.instance_path.mkdir(parents=True, exist_ok=True)
     command.upgrade(alembic_config(settings.sqlalchemy_url), "head")

@@ -22,8 +22,8 @@ from hooklatch.endpoints.models import (
     EndpointSecret,
     Refusal,
 )
+from hooklatch.endpoints.ordering import OrderingSettings
 from hooklatch.errors import BadRequest, Conflict, NotFound, SecretUnavailable, storable
-from hooklatch.ordering.keys import OrderingSettings
 from hooklatch.providers.base import Provider
 
 

@@ -103,7 +103,7 @@ def count_refusal(
     (never a secret, never the body) when its count is written at once; the others are
     summed up when theirs is. Counting is best effort: it never changes the answer."""
     if not runtime.refusals.add(endpoint_id, exc.reason, now=runtime.clock()):
-        return  # summed up in one line when its count is written (app/ingest/refusals.py)
+        return  # summed up in one line when its count is written (app/endpoints/refusals.py)
     facts = "".join(f"; {key} {value}" for key, value in sorted(exc.facts.items()))
     log.warning(
         "refused delivery: %s (%s); headers present: %s; body %d bytes sha256 %s%s",

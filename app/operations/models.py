@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, ForeignKey, Integer, String
+from sqlalchemy import JSON, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from hooklatch.db import Base, UTCDateTime
@@ -32,23 +32,6 @@ class Heartbeat(Base):
     beat_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
     # What the process reports of itself (a relay: its last cleanup pass).
     state: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-
-
-class ActivityCount(Base):
-    """What happened to an endpoint's deliveries and events in one hour, by outcome:
-    accepted, duplicate, each refusal reason (counted by the web processes), processed,
-    ignored, failed (an attempt), dead (counted by the workers). Written in batches by
-    each process; the console's overview and chart read it. Retention deletes hours
-    older than the dedupe clock."""
-
-    __tablename__ = "activity"
-
-    hour: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
-    endpoint_id: Mapped[str] = mapped_column(
-        ForeignKey("endpoints.id", ondelete="CASCADE"), primary_key=True
-    )
-    outcome: Mapped[str] = mapped_column(String(64), primary_key=True)
-    count: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
 class ConsoleSession(Base):

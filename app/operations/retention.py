@@ -40,6 +40,8 @@ from sqlalchemy.sql.elements import BindParameter
 
 from hooklatch.audit import AuditEntry
 from hooklatch.endpoints.models import Refusal
+from hooklatch.events.activity import ActivityCount, hour_of
+from hooklatch.events.activity import delete_before as delete_activity_before
 from hooklatch.events.batches import RUNNING
 from hooklatch.events.models import (
     IGNORED,
@@ -50,10 +52,7 @@ from hooklatch.events.models import (
     Replay,
     ReplayBatch,
 )
-from hooklatch.operations.activity import delete_before as delete_activity_before
-from hooklatch.operations.activity import hour_of
 from hooklatch.operations.models import (
-    ActivityCount,
     ConsoleSession,
     Heartbeat,
     TokenFailures,

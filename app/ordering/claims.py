@@ -42,9 +42,10 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from hooklatch.endpoints.models import Endpoint
+from hooklatch.endpoints.ordering import FIFO, NONE
 from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
 from hooklatch.events.payloads import claim_columns, payload_size
-from hooklatch.ordering.models import FIFO, NONE, OrderingKey
+from hooklatch.ordering.models import OrderingKey
 
 
 @dataclass(frozen=True)

@@ -8,29 +8,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from hooklatch.ordering.models import FIFO, NONE, PARK
 from hooklatch.providers.base import KeyedEvent, Provider, dotted, key_text, stored_key
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class OrderingSettings:
-    """An endpoint's ordering: its policy, what a dead event does to its key under fifo,
-    the hold window, and a key path that replaces the provider's ordering_key."""
-
-    policy: str = NONE
-    dead: str = PARK
-    hold_seconds: int = 0
-    key_path: str | None = None
-
-    @property
-    def keyed(self) -> bool:
-        return self.policy != NONE
-
-    @property
-    def holds(self) -> bool:
-        return self.policy == FIFO and self.hold_seconds > 0
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The ordering_keys table and the ordering policies."""
+"""The ordering_keys table."""
 
 from __future__ import annotations
 
@@ -8,23 +8,6 @@ from sqlalchemy import BigInteger, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from hooklatch.db import Base, UTCDateTime, utcnow
-
-# Endpoint.ordering: events of one key run as they come (none), never two at once
-# (serial), or one at a time in order, a failing one holding back the rest (fifo).
-NONE = "none"
-SERIAL = "serial"
-FIFO = "fifo"
-POLICIES = (NONE, SERIAL, FIFO)
-
-# Endpoint.ordering_dead, under fifo: a dead event parks its key until someone acts
-# (a replay that succeeds, or `hooklatch ordering release`), or releases it at once.
-PARK = "park"
-RELEASE = "release"
-DEAD_POLICIES = (PARK, RELEASE)
-
-# The longest hold window: events are held in the database, and a provider's
-# out-of-order deliveries come seconds apart, not hours.
-MAX_HOLD_SECONDS = 3600
 
 
 class OrderingKey(Base):

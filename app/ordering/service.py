@@ -13,17 +13,12 @@ from sqlalchemy.orm import Session
 
 from hooklatch import audit
 from hooklatch.endpoints.models import Endpoint
+from hooklatch.endpoints.ordering import DEAD_POLICIES, FIFO, MAX_HOLD_SECONDS, POLICIES
 from hooklatch.errors import BadRequest, NotFound
 from hooklatch.events.models import DEAD, PENDING, Attempt, Event
 from hooklatch.ordering import claims
 from hooklatch.ordering.claims import KeyRef
-from hooklatch.ordering.models import (
-    DEAD_POLICIES,
-    FIFO,
-    MAX_HOLD_SECONDS,
-    POLICIES,
-    OrderingKey,
-)
+from hooklatch.ordering.models import OrderingKey
 
 # A key path: dotted names into the payload, several separated by commas.
 KEY_PATH = re.compile(

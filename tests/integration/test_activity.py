@@ -10,9 +10,8 @@ from datetime import timedelta
 from sqlalchemy import text
 
 from hooklatch import audit
-from hooklatch.events import batches
+from hooklatch.events import activity, batches
 from hooklatch.events.browse import EventFilter
-from hooklatch.operations import activity
 from hooklatch.operations.retention import Retention
 from tests.support.database import count
 from tests.support.pipeline import deliver, drain, make_endpoint, post_json

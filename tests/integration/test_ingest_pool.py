@@ -94,7 +94,7 @@ def test_counts_the_database_cannot_take_are_tried_again_after_a_pause(settings,
     """A failed write waits before the next try: the writing thread must not spin on an
     unreachable database (or a busy pool) as fast as it can connect."""
     from hooklatch.db import make_engine, utcnow
-    from hooklatch.ingest.refusals import RefusalCounter
+    from hooklatch.endpoints.refusals import RefusalCounter
     from tests.support.processes import free_port, with_port
 
     away = make_engine(with_port(settings.database_url, free_port()))

@@ -9,9 +9,9 @@ from datetime import timedelta
 from prometheus_client import generate_latest
 from sqlalchemy import text as sql
 
+from hooklatch.assembly import build_runtime
 from hooklatch.metrics import collectors
 from hooklatch.operations.backlog import BacklogCollector
-from hooklatch.runtime import build_runtime
 from tests.support.database import count
 from tests.support.metrics import TOKEN_HEADER, label_values, sample
 from tests.support.pipeline import deliver, drain, make_endpoint, post_json, wait_for

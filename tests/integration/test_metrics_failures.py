@@ -14,9 +14,9 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text
 
+from hooklatch.assembly import build_runtime
 from hooklatch.metrics import collectors
 from hooklatch.operations.backlog import BacklogCollector
-from hooklatch.runtime import build_runtime
 from tests.support.database import count
 from tests.support.pipeline import make_endpoint, wait_for
 from tests.support.processes import hooklatch_cmd, listening, process_env, start_procfile_web

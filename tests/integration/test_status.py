@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
 
+from hooklatch.assembly import build_runtime
 from hooklatch.operations.backlog import read_backlog
 from hooklatch.operations.models import Heartbeat
-from hooklatch.runtime import build_runtime
 from tests.support.cli import run_cli
 from tests.support.database import count
 from tests.support.pipeline import deliver, drain, make_endpoint, wait_for

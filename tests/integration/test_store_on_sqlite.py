@@ -144,7 +144,7 @@ def test_cleanup_takes_prunable_payloads_from_their_index_on_sqlite(embedded):
 
 
 def test_the_console_counts_deliveries_on_sqlite(embedded):
-    from hooklatch.operations import activity
+    from hooklatch.events import activity
 
     client, runtime = embedded(FIRST_SEEN)
     endpoint, _ = make_endpoint(runtime, "github", secrets=["gh-secret"])

@@ -6,7 +6,7 @@ import os
 import signal
 import sys
 
-from hooklatch.runtime import build_runtime
+from hooklatch.assembly import build_runtime
 from hooklatch.settings import Settings
 from hooklatch.workers.relay.loop import Relay
 from hooklatch.workers.relay.sinks import make_sink

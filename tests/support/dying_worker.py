@@ -14,7 +14,7 @@ import signal
 from rq import SimpleWorker
 
 from hooklatch import logs
-from hooklatch.runtime import build_runtime
+from hooklatch.assembly import build_runtime
 from hooklatch.settings import Settings
 from hooklatch.workers.worker.main import run_worker
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from redis.exceptions import ConnectionError as RedisConnectionError
 from rq import SimpleWorker
 
-from hooklatch.runtime import build_runtime
+from hooklatch.assembly import build_runtime
 from hooklatch.settings import Settings
 from hooklatch.workers.worker.main import run_worker
 

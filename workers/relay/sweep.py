@@ -18,10 +18,10 @@ from sqlalchemy import delete, exists, func, insert, literal, select, tuple_, up
 from sqlalchemy.orm import Session
 
 from hooklatch.db import UTCDateTime
+from hooklatch.endpoints.ordering import PARK
 from hooklatch.events.models import DEAD, PENDING, Attempt, Event, OutboxEntry, Replay
 from hooklatch.ordering import claims
 from hooklatch.ordering.claims import fifo_key, may_be_queued
-from hooklatch.ordering.models import PARK
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.sinks import Sink, Verdicts
 

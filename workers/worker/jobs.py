@@ -21,10 +21,10 @@ from rq.job import Job
 from sqlalchemy import ColumnElement, and_, update
 from sqlalchemy.orm import configure_mappers
 
+from hooklatch.events.activity import count_attempts
 from hooklatch.events.models import OutboxEntry
 from hooklatch.logs import bind
 from hooklatch.metrics import REPLAYS, EventTally, best_effort
-from hooklatch.operations.activity import count_attempts
 from hooklatch.runtime import Runtime
 from hooklatch.workers.worker.keyed import Drain, look_again
 from hooklatch.workers.worker.lease import job_lease

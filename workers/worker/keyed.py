@@ -20,11 +20,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from hooklatch.endpoints.ordering import NONE, PARK
 from hooklatch.events.models import DEAD, PENDING, Event
 from hooklatch.events.payloads import Payloads, claim_columns, payload_size
 from hooklatch.ordering import claims
 from hooklatch.ordering.claims import KeyRef, Policy
-from hooklatch.ordering.models import NONE, PARK
 from hooklatch.runtime import Runtime
 
 # A key's events read and locked at once: about what a transaction runs of a handler

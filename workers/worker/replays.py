@@ -9,6 +9,7 @@ from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session
 
 from hooklatch.endpoints.models import Endpoint
+from hooklatch.endpoints.ordering import NONE
 from hooklatch.events.models import (
     DEAD,
     PENDING,
@@ -21,7 +22,6 @@ from hooklatch.events.models import (
 from hooklatch.logs import bind
 from hooklatch.ordering import claims
 from hooklatch.ordering.claims import KeyRef
-from hooklatch.ordering.models import NONE
 from hooklatch.runtime import Runtime
 from hooklatch.workers.worker.processing import (
     FAILED,

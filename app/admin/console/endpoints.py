@@ -14,13 +14,13 @@ from hooklatch.admin.console.auth import actor
 from hooklatch.admin.console.blueprint import bp
 from hooklatch.endpoints import changes
 from hooklatch.endpoints.models import Endpoint
+from hooklatch.endpoints.ordering import DEAD_POLICIES, MAX_HOLD_SECONDS, POLICIES
 from hooklatch.endpoints.service import (
     endpoint_url,
     get_endpoint,
     refusal_counts,
 )
 from hooklatch.errors import BadRequest
-from hooklatch.ordering.models import DEAD_POLICIES, MAX_HOLD_SECONDS, POLICIES
 from hooklatch.ordering.service import set_ordering
 from hooklatch.runtime import current_runtime
 

@@ -17,11 +17,11 @@ from hooklatch.admin.console.blueprint import bp
 from hooklatch.display import visible, visible_json
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.errors import BadRequest, ReplayRefused, TooManyAttempts
+from hooklatch.events import activity
 from hooklatch.events.browse import EventFilter, page
 from hooklatch.events.models import STATUSES, Event
 from hooklatch.events.replay import replay_one
 from hooklatch.events.serialize import event_history
-from hooklatch.operations import activity
 from hooklatch.runtime import current_runtime
 
 STORED = ("accepted", "duplicate")

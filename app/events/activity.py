@@ -29,14 +29,25 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, or_, select, text, update
-from sqlalchemy.orm import Session
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    ForeignKey,
+    String,
+    bindparam,
+    delete,
+    func,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from hooklatch.db import UTCDateTime
+from hooklatch.db import Base, UTCDateTime
 from hooklatch.endpoints.models import EndpointSecret
 from hooklatch.events.models import DEAD, IGNORED, PENDING, PROCESSED, Event
 from hooklatch.logs import Outage
-from hooklatch.operations.models import ActivityCount
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +57,24 @@ FAILED = "failed"  # an attempt that failed, retried or not
 _FAILED_AFTER = (DEAD, PENDING)
 ENDED = (PROCESSED, IGNORED, DEAD)
 OUTCOME_LENGTH = 64
+
+
+class ActivityCount(Base):
+    """What happened to an endpoint's deliveries and events in one hour, by outcome:
+    accepted, duplicate, each refusal reason (counted by the web processes), processed,
+    ignored, failed (an attempt), dead (counted by the workers). Written in batches by
+    each process; the console's overview and chart read it. Retention deletes hours
+    older than the dedupe clock."""
+
+    __tablename__ = "activity"
+
+    hour: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    endpoint_id: Mapped[str] = mapped_column(
+        ForeignKey("endpoints.id", ondelete="CASCADE"), primary_key=True
+    )
+    outcome: Mapped[str] = mapped_column(String(64), primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger, default=0)
+
 
 # One statement for both databases: an endpoint deleted since its deliveries were counted
 # is skipped (the SELECT finds no row) instead of failing the whole flush.
