@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime
-from typing import Any
 
-from sqlalchemy import DateTime, Engine, MetaData, create_engine, event
+from sqlalchemy import Connection, DateTime, Dialect, Engine, MetaData, create_engine, event
 from sqlalchemy.orm import DeclarativeBase, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import TypeDecorator
 
 NAMING_CONVENTION = {
@@ -28,14 +29,14 @@ class UTCDateTime(TypeDecorator[datetime]):
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:
             raise ValueError("naive datetime given to a UTC column")
         return value.astimezone(UTC)
 
-    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
@@ -67,7 +68,7 @@ def normalize_url(url: str) -> str:
 READ_ONLY = "hooklatch_read_only"
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
+def make_engine(url: str, **kwargs: object) -> Engine:
     url = normalize_url(url)
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": 30}, **kwargs)
@@ -93,7 +94,9 @@ def _serialise_sqlite_writers(engine: Engine) -> None:
     """
 
     @event.listens_for(engine, "connect")
-    def _connect(dbapi_connection: Any, connection_record: Any) -> None:
+    def _connect(
+        dbapi_connection: sqlite3.Connection, connection_record: ConnectionPoolEntry
+    ) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
@@ -102,7 +105,7 @@ def _serialise_sqlite_writers(engine: Engine) -> None:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _begin(connection: Any) -> None:
+    def _begin(connection: Connection) -> None:
         if connection.get_execution_options().get(READ_ONLY):
             connection.exec_driver_sql("BEGIN")  # WAL: a reader never waits for a writer
         else:

@@ -15,6 +15,7 @@ from werkzeug.wrappers import Response
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
     from flask import Flask
+    from flask.typing import ResponseReturnValue
 
 log = logging.getLogger(__name__)
 # What a caller is told when the server's own set-up (plugins, keys) stops a delivery.
@@ -184,13 +185,13 @@ class SecretUnavailable(HooklatchError):
     public_message = UNAVAILABLE
 
 
-def json_bytes(body: Any) -> bytes:
+def json_bytes(body: object) -> bytes:
     """``body`` as JSON, written as Flask's ``jsonify`` writes it."""
     return (json.dumps(body, separators=(",", ":")) + "\n").encode()
 
 
 def json_response(
-    body: Any, status: int = 200, headers: Mapping[str, str] | None = None
+    body: object, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> Response:
     """A JSON answer (``json_bytes``)."""
     return Response(
@@ -206,7 +207,7 @@ class JsonAnswer:
     __slots__ = ("body", "headers", "status", "status_code")
 
     def __init__(
-        self, body: Any, status: int = 200, headers: Mapping[str, str] | None = None
+        self, body: object, status: int = 200, headers: Mapping[str, str] | None = None
     ) -> None:
         self.body = json_bytes(body)
         self.status_code = status
@@ -290,7 +291,7 @@ def register_error_handlers(app: Flask) -> None:
         return http_error_response(exc)
 
     @app.errorhandler(ValueError)
-    def _unstorable(exc: ValueError) -> Any:
+    def _unstorable(exc: ValueError) -> ResponseReturnValue:
         if not unstorable(exc):
             raise exc
         log.warning("%s: text the database cannot hold reached it, answered 400", request.endpoint)

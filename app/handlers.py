@@ -58,7 +58,10 @@ class EventView:
 
 
 class Guard(Protocol):
-    def check(self) -> Any: ...
+    """The stale guard (hooklatch.ordering.stale): its verdict, None where the event is
+    not stale."""
+
+    def check(self) -> object | None: ...
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ answers and the database does (kept for the checks already pointed at it)."""
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
 
 from flask import Blueprint
+from flask.typing import ResponseReturnValue
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -20,12 +20,12 @@ OK = {"status": "ok"}
 
 
 @bp.get("/livez")
-def live() -> Any:
+def live() -> ResponseReturnValue:
     return OK
 
 
 @bp.get("/readyz")
-def ready() -> Any:
+def ready() -> ResponseReturnValue:
     try:
         with _reading() as connection:
             revisions = _revisions(connection)
@@ -40,7 +40,7 @@ def ready() -> Any:
 
 
 @bp.get("/healthz")
-def health() -> Any:
+def health() -> ResponseReturnValue:
     try:
         with _reading() as connection:
             connection.execute(text("SELECT 1"))

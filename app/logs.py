@@ -55,7 +55,7 @@ class Outage:
 
 
 @contextmanager
-def bind(**fields: Any) -> Iterator[None]:
+def bind(**fields: object) -> Iterator[None]:
     token = _context.set({**(_context.get() or {}), **fields})
     try:
         yield

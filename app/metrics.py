@@ -23,12 +23,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client import values as prometheus_values
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Exemplar
 
 from hooklatch.logs import one_line
 
@@ -51,16 +52,27 @@ _SLOW = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60
 _LAG = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
 
+class _Value(Protocol):
+    """What prometheus_client asks of a metric's value (its MutexValue, or the class
+    MultiProcessValue makes)."""
+
+    def inc(self, amount: float) -> None: ...
+    def set(self, value: float, timestamp: float | None = None) -> None: ...
+    def set_exemplar(self, exemplar: Exemplar) -> None: ...
+    def get(self) -> float: ...
+    def get_exemplar(self) -> Exemplar | None: ...
+
+
 class _DeferredValue:
     """A metric's value whose storage (memory or a multiprocess file) is chosen when it is
     first used, not when the metric is defined: this module is imported before a worker
     knows it will fork work horses (``use_multiprocess``)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         self._args, self._kwargs = args, kwargs
-        self._value: Any = None
+        self._value: _Value | None = None
 
-    def _backend(self) -> Any:
+    def _backend(self) -> _Value:
         if self._value is None:
             with _choice_lock:
                 if self._value is None:
@@ -73,18 +85,18 @@ class _DeferredValue:
     def set(self, value: float, timestamp: float | None = None) -> None:
         self._backend().set(value, timestamp)
 
-    def set_exemplar(self, exemplar: Any) -> None:
+    def set_exemplar(self, exemplar: Exemplar) -> None:
         self._backend().set_exemplar(exemplar)
 
     def get(self) -> float:
         return float(self._backend().get())
 
-    def get_exemplar(self) -> Any:
+    def get_exemplar(self) -> Exemplar | None:
         return self._backend().get_exemplar()
 
 
 _choice_lock = threading.RLock()
-_chosen: Any = None
+_chosen: Callable[..., _Value] | None = None
 # Set in a worker that forks a work horse per job (serve_worker): see _identity.
 _horse_parent: int | None = None
 # Set once something could not be counted (best_effort): logged once per process.
@@ -118,7 +130,7 @@ def _identity() -> int | str:
     return pid
 
 
-def _value_class() -> Any:
+def _value_class() -> Callable[..., _Value]:
     global _chosen
     with _choice_lock:
         if _chosen is None:

@@ -35,10 +35,11 @@ from sqlalchemy import (
     tuple_,
     update,
 )
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 from sqlalchemy.sql.elements import BindParameter
 
 from hooklatch.audit import AuditEntry
+from hooklatch.db import Base
 from hooklatch.endpoints.models import Refusal
 from hooklatch.events.activity import ActivityCount, hour_of
 from hooklatch.events.activity import delete_before as delete_activity_before
@@ -250,7 +251,11 @@ class Retention:
         )
 
     def _delete_by_key(
-        self, session: Session, entity: Any, key: tuple[Any, ...], condition: ColumnElement[bool]
+        self,
+        session: Session,
+        entity: type[Base],
+        key: tuple[InstrumentedAttribute[Any], ...],
+        condition: ColumnElement[bool],
     ) -> int:
         """A batch of a side table keyed by several columns, rows others hold skipped."""
         keys = (
@@ -271,7 +276,7 @@ def _old_batch(cutoff: datetime) -> ColumnElement[bool]:
     return and_(ReplayBatch.status != RUNNING, ReplayBatch.created_at < cutoff)
 
 
-def _delete_where(session: Session, entity: Any, condition: ColumnElement[bool]) -> int:
+def _delete_where(session: Session, entity: type[Base], condition: ColumnElement[bool]) -> int:
     """Small side tables: one statement (their rows are few, hours or entries)."""
     result = session.execute(delete(entity).where(condition))
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
@@ -333,7 +338,7 @@ def _no_sibling_kept(cutoff: datetime) -> ColumnElement[bool]:
     )
 
 
-def _count(session: Session, entity: Any, condition: ColumnElement[bool]) -> int:
+def _count(session: Session, entity: type[Base], condition: ColumnElement[bool]) -> int:
     return int(session.scalar(select(func.count()).select_from(entity).where(condition)) or 0)
 
 

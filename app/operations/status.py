@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
 from hooklatch.db import READ_ONLY
@@ -89,8 +89,8 @@ def read_status(runtime: Runtime) -> dict[str, Any]:
     }
 
 
-def _process(row: Any, now: datetime, every: float) -> dict[str, Any]:
-    beat = row  # the heartbeats table's columns
+def _process(beat: Row[Any], now: datetime, every: float) -> dict[str, Any]:
+    """A row of the heartbeats table, read on the status's connection."""
     since = (now - beat.beat_at).total_seconds()
     return {
         "kind": beat.kind,
