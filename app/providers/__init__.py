@@ -12,20 +12,26 @@ from hooklatch.providers.base import (
     HandshakeResponse,
     IncomingEvent,
     Provider,
-    any_digest_matches,
-    check_timestamp,
-    hmac_base64,
-    hmac_hex,
-    hmac_sha256,
+    require_header,
+)
+from hooklatch.providers.parsing import (
+    id_and_type,
     json_digest,
     json_object,
     load_json,
     occurred_at,
-    require_header,
-    require_secrets,
-    timestamped_signatures,
     unix_time,
     unix_timestamp,
+)
+from hooklatch.providers.signing import (
+    any_digest_matches,
+    check_signatures,
+    check_timestamp,
+    hmac_base64,
+    hmac_hex,
+    hmac_sha256,
+    require_secrets,
+    timestamped_signatures,
 )
 
 __all__ = [
@@ -37,10 +43,12 @@ __all__ = [
     "Provider",
     "VerificationError",
     "any_digest_matches",
+    "check_signatures",
     "check_timestamp",
     "hmac_base64",
     "hmac_hex",
     "hmac_sha256",
+    "id_and_type",
     "json_digest",
     "json_object",
     "load_json",

@@ -27,30 +27,43 @@ with lower-case names, the raw body bytes, and the endpoint's options.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Protocol
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
-from hooklatch.errors import MalformedRequest, VerificationError, storable
+from hooklatch.errors import MalformedRequest, storable
 
-# Reading what a sender wrote (timestamps, times, JSON): importable from here, as plugins
-# always have for json_object and occurred_at.
+# What ordering_key and ordering_position read and give.
+from hooklatch.providers.keys import MAX_ORDERING_KEY_LENGTH as MAX_ORDERING_KEY_LENGTH
+from hooklatch.providers.keys import KeyedEvent as KeyedEvent
+from hooklatch.providers.keys import dotted as dotted
+from hooklatch.providers.keys import key_text as key_text
+from hooklatch.providers.keys import position_of as position_of
+from hooklatch.providers.keys import stored_key as stored_key
+
+# Reading what a sender wrote (timestamps, times, JSON) and checking its signature:
+# importable from here, as plugins always have.
 from hooklatch.providers.parsing import NOT_JSON as NOT_JSON
+from hooklatch.providers.parsing import id_and_type as id_and_type
 from hooklatch.providers.parsing import json_digest as json_digest
 from hooklatch.providers.parsing import json_object as json_object
 from hooklatch.providers.parsing import load_json as load_json
 from hooklatch.providers.parsing import occurred_at as occurred_at
 from hooklatch.providers.parsing import unix_time as unix_time
 from hooklatch.providers.parsing import unix_timestamp as unix_timestamp
+from hooklatch.providers.signing import any_digest_matches as any_digest_matches
+from hooklatch.providers.signing import check_signatures as check_signatures
+from hooklatch.providers.signing import check_timestamp as check_timestamp
+from hooklatch.providers.signing import hmac_base64 as hmac_base64
+from hooklatch.providers.signing import hmac_hex as hmac_hex
+from hooklatch.providers.signing import hmac_sha256 as hmac_sha256
+from hooklatch.providers.signing import require_secrets as require_secrets
+from hooklatch.providers.signing import timestamped_signatures as timestamped_signatures
 
 MAX_KEY_LENGTH = 255  # events.external_id and events.type
-FAR_OFF = 2**53
 
 
 @dataclass(frozen=True)
@@ -109,96 +122,6 @@ class IncomingEvent:
 def _storable(value: object) -> bool:
     """Text PostgreSQL can hold in a String(255) column."""
     return isinstance(value, str) and len(value) <= MAX_KEY_LENGTH and storable(value)
-
-
-class KeyedEvent(Protocol):
-    """What ``ordering_key`` and ``ordering_position`` read: the handlers' EventView has it
-    all, and so does what ingest builds for an endpoint that orders its events."""
-
-    @property
-    def type(self) -> str: ...
-    @property
-    def payload(self) -> Any: ...
-    @property
-    def headers(self) -> Mapping[str, str]: ...
-    @property
-    def occurred_at(self) -> datetime | None: ...
-
-
-# A key is stored (events.ordering_key) and shown: longer ones are refused as no key.
-MAX_ORDERING_KEY_LENGTH = 255
-
-
-def position_of(moment: datetime | None) -> int | None:
-    """A time as an ordering position: microseconds since the epoch, UTC (a naive time is
-    taken as UTC). Two events of the same whole second (Stripe's ``created``) are equal."""
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    delta = moment - EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def dotted(payload: Any, path: str) -> Any:
-    """``payload["data"]["object"]["customer"]`` for ``data.object.customer``, or None
-    where any step is missing or not an object."""
-    value = payload
-    for step in path.split("."):
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(step)
-    return value
-
-
-def key_text(value: Any) -> str | None:
-    """An id from a payload as a key: text or an integer (Shopify's ids are numbers);
-    anything else, empty, or too long to store, is no key.
-
-    An integer is its digits (4711), and text is itself (cus_123), except text that reads
-    as another JSON value (a number, true, false, null or a quoted string), which is
-    written as a JSON string: the text "1" is the key ``"1"``, the number 1 the key
-    ``1``, so that two entities never share one key."""
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        return None
-    if isinstance(value, int):
-        if not -(10**MAX_ORDERING_KEY_LENGTH) < value < 10**MAX_ORDERING_KEY_LENGTH:
-            return None  # too long to store, and str() refuses integers past 4,300 digits
-        return str(value)
-    if len(value) > MAX_ORDERING_KEY_LENGTH:
-        return None
-    text = json.dumps(value, ensure_ascii=False) if _reads_as_json(value) else value
-    return stored_key(text)
-
-
-def stored_key(value: Any) -> str | None:
-    """A plugin's ``ordering_key`` as ingest stores it: text as it is (the plugin's own
-    ``key_text`` has written it), an integer as ``key_text`` writes it; None for anything
-    else, and for empty or too long text, a NUL or a lone surrogate."""
-    if not isinstance(value, str):
-        return key_text(value)
-    if not value or len(value) > MAX_ORDERING_KEY_LENGTH:
-        return None
-    return value if _storable(value) else None
-
-
-# The first characters of text that JSON reads as a number, true, false, null or a string
-# (with the whitespace JSON allows before them; NaN and Infinity are Python's extensions).
-_JSON_SCALAR_STARTS = frozenset('-0123456789"tfnNI \t\n\r')
-
-
-def _reads_as_json(text: str) -> bool:
-    """Whether ``text`` is the JSON of a number, true, false, null or a string."""
-    if text[:1] not in _JSON_SCALAR_STARTS:
-        return False
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return False
-    return not isinstance(value, list | dict)
 
 
 @dataclass(frozen=True)
@@ -279,82 +202,12 @@ class Provider:
         raise NotImplementedError
 
 
-def require_header(delivery: Delivery, name: str) -> str:
+def require_header(delivery: Delivery, name: str, *, prefix: str = "") -> str:
+    """The header's value; missing_header when it is absent or empty, malformed_header when
+    it does not start with ``prefix`` (GitHub's ``sha256=``)."""
     value = delivery.header(name)
     if not value:
         raise MalformedRequest(f"missing header {name}", reason="missing_header")
+    if not value.startswith(prefix):
+        raise MalformedRequest(f"{name} must start with {prefix}", reason="malformed_header")
     return value
-
-
-def require_secrets(secrets: Sequence[str]) -> None:
-    if not secrets:
-        raise VerificationError("the endpoint has no active secret", reason="no_secret")
-
-
-def hmac_sha256(key: str | bytes, message: bytes) -> bytes:
-    """HMAC-SHA256 of ``message``; a text key is its UTF-8 bytes, as every provider here
-    keys it (Stripe's ``whsec_`` prefix included)."""
-    return hmac.new(key.encode() if isinstance(key, str) else key, message, hashlib.sha256).digest()
-
-
-def hmac_hex(key: str | bytes, message: bytes) -> str:
-    return hmac_sha256(key, message).hex()
-
-
-def hmac_base64(key: str | bytes, message: bytes) -> str:
-    return base64.b64encode(hmac_sha256(key, message)).decode()
-
-
-def timestamped_signatures(
-    header: str, *, name: str, separator: str, timestamp_key: str, signature_key: str
-) -> tuple[int, list[str]]:
-    """A header of ``key=value`` items that carries one timestamp and one or more
-    signatures: Stripe's ``t=<unix>,v1=<hex>,v1=<hex>``, Paddle's ``ts=<unix>;h1=<hex>``.
-    Other keys are ignored; no timestamp or no signature is malformed_header."""
-    timestamp: int | None = None
-    signatures: list[str] = []
-    for item in header.split(separator):
-        key, _, value = item.strip().partition("=")
-        if key == timestamp_key:
-            timestamp = unix_timestamp(value)
-        elif key == signature_key:
-            signatures.append(value)
-    if timestamp is None or not signatures:
-        raise MalformedRequest(
-            f"{name} needs {timestamp_key}=<unix time> and at least one "
-            f"{signature_key}=<signature>",
-            reason="malformed_header",
-        )
-    return timestamp, signatures
-
-
-def any_digest_matches(expected: Sequence[bytes | str], received: Sequence[bytes | str]) -> bool:
-    """Compare every pair in constant time, without stopping at the first match."""
-    matched = False
-    for want in expected:
-        for got in received:
-            a = want.encode() if isinstance(want, str) else want
-            b = got.encode() if isinstance(got, str) else got
-            matched |= hmac.compare_digest(a, b)
-    return matched
-
-
-def check_timestamp(timestamp: int, *, now: datetime, tolerance: timedelta) -> None:
-    # Held within what a float counts exactly: an integer past any clock is as stale, or
-    # as far in the future, as one at the bound, and cannot overflow the subtraction.
-    timestamp = max(-FAR_OFF, min(timestamp, FAR_OFF))
-    skew = now.timestamp() - timestamp
-    facts = {"timestamp_skew_seconds": round(skew, 1)}
-    if skew > tolerance.total_seconds():
-        raise VerificationError(
-            f"timestamp is {int(skew)} s old (tolerance {int(tolerance.total_seconds())} s)",
-            reason="stale_timestamp",
-            facts=facts,
-        )
-    if -skew > tolerance.total_seconds():
-        raise VerificationError(
-            f"timestamp is {int(-skew)} s in the future (tolerance "
-            f"{int(tolerance.total_seconds())} s)",
-            reason="future_timestamp",
-            facts=facts,
-        )

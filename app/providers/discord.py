@@ -25,24 +25,25 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from hooklatch.errors import MalformedRequest, VerificationError
 from hooklatch.providers.base import (
-    NOT_JSON,
     Delivery,
     HandshakeResponse,
     IncomingEvent,
     Provider,
-    check_timestamp,
+    require_header,
+)
+from hooklatch.providers.parsing import (
+    NOT_JSON,
     json_object,
     occurred_at,
-    require_header,
-    require_secrets,
     unix_time,
     unix_timestamp,
 )
+from hooklatch.providers.schemes import public_key_verifies
+from hooklatch.providers.signing import check_timestamp, require_secrets
 
 PING = 1
 WEBHOOK_PING = 0
@@ -62,12 +63,23 @@ def _public_key(secret: str) -> Ed25519PublicKey | None:
         return None
 
 
-def _verifies(key: Ed25519PublicKey, signature: bytes, message: bytes) -> bool:
+def _signature_headers(delivery: Delivery) -> tuple[bytes, str]:
+    """The signature (64 bytes) and the timestamp, as sent."""
+    signature = require_header(delivery, "X-Signature-Ed25519")
+    timestamp = require_header(delivery, "X-Signature-Timestamp")
     try:
-        key.verify(signature, message)
-    except InvalidSignature:
-        return False
-    return True
+        raw = bytes.fromhex(signature)
+    except ValueError:
+        raw = b""
+    if len(raw) != 64:
+        raise MalformedRequest(
+            "X-Signature-Ed25519 must be 128 hex digits", reason="malformed_header"
+        )
+    if unix_timestamp(timestamp) is None:
+        raise MalformedRequest(
+            "X-Signature-Timestamp must be a unix time", reason="malformed_header"
+        )
+    return raw, timestamp
 
 
 class DiscordProvider(Provider):
@@ -80,20 +92,7 @@ class DiscordProvider(Provider):
     tolerance = timedelta(minutes=15)
 
     def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
-        signature = require_header(delivery, "X-Signature-Ed25519")
-        timestamp = require_header(delivery, "X-Signature-Timestamp")
-        try:
-            raw = bytes.fromhex(signature)
-        except ValueError:
-            raw = b""
-        if len(raw) != 64:
-            raise MalformedRequest(
-                "X-Signature-Ed25519 must be 128 hex digits", reason="malformed_header"
-            )
-        if unix_timestamp(timestamp) is None:
-            raise MalformedRequest(
-                "X-Signature-Timestamp must be a unix time", reason="malformed_header"
-            )
+        raw, timestamp = _signature_headers(delivery)
         require_secrets(secrets)
         keys = [key for key in map(_public_key, secrets) if key is not None]
         if not keys:
@@ -101,7 +100,7 @@ class DiscordProvider(Provider):
                 "no active secret is an Ed25519 public key (64 hex digits)", reason="no_secret"
             )
         message = timestamp.encode() + delivery.body
-        if not any(_verifies(key, raw, message) for key in keys):
+        if not any(public_key_verifies(key, raw, message) for key in keys):
             raise VerificationError("the signature matches no active public key")
         check_timestamp(int(timestamp), now=now, tolerance=self.tolerance)
 
@@ -183,10 +182,8 @@ def _webhook_event(payload: dict[str, Any]) -> IncomingEvent:
             "a webhook event needs application_id, event.type and event.timestamp",
             reason="malformed_body",
         )
-    key = f"{application_id}:{kind}:{stamp}"
     subject = _subject(fields.get("data"))
-    if subject is not None:
-        key += f":{subject}"
+    key = f"{application_id}:{kind}:{stamp}" + (f":{subject}" if subject is not None else "")
     return IncomingEvent(external_id=key, type=kind, occurred_at=occurred_at(stamp), id_signed=True)
 
 

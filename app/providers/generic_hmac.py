@@ -43,18 +43,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hooklatch.errors import MalformedRequest, VerificationError
-from hooklatch.providers.base import (
-    Delivery,
-    IncomingEvent,
-    Provider,
-    any_digest_matches,
-    check_timestamp,
-    json_object,
-    require_header,
-    require_secrets,
-    unix_time,
-    unix_timestamp,
-)
+from hooklatch.providers.base import Delivery, IncomingEvent, Provider, require_header
+from hooklatch.providers.parsing import json_object, unix_time, unix_timestamp
+from hooklatch.providers.signing import check_signatures, check_timestamp
 
 ALGORITHMS = {"sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha512": hashlib.sha512}
 ENCODINGS = ("hex", "base64")
@@ -190,20 +181,15 @@ class GenericHmacProvider(Provider):
 
     def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
         config = _config(delivery)
-        received = require_header(delivery, config.header)
-        if not received.startswith(config.prefix):
-            raise MalformedRequest(
-                f"{config.header} must start with {config.prefix}", reason="malformed_header"
-            )
+        received = require_header(delivery, config.header, prefix=config.prefix)
         received = received[len(config.prefix) :].strip()
         if config.encoding == "hex":
             received = received.lower()
         timestamp = self._timestamp(delivery, config)
-        require_secrets(secrets)
         message = self._message(delivery, config, timestamp)
-        expected = [_signature(config, secret, message) for secret in secrets]
-        if not any_digest_matches(expected, [received]):
-            raise VerificationError("the signature matches no active secret")
+        check_signatures(
+            [received], secrets=secrets, sign=lambda secret: _signature(config, secret, message)
+        )
         if timestamp is not None:
             check_timestamp(
                 timestamp, now=now, tolerance=timedelta(seconds=config.tolerance_seconds)

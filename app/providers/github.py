@@ -17,24 +17,13 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
-from hooklatch.errors import MalformedRequest, VerificationError
-from hooklatch.providers.base import (
-    NOT_JSON,
-    Delivery,
-    IncomingEvent,
-    KeyedEvent,
-    Provider,
-    any_digest_matches,
-    dotted,
-    hmac_hex,
-    json_object,
-    key_text,
-    occurred_at,
-    position_of,
-    require_header,
-    require_secrets,
-)
+from hooklatch.errors import MalformedRequest
+from hooklatch.providers.base import Delivery, IncomingEvent, Provider, require_header
+from hooklatch.providers.keys import KeyedEvent, dotted, key_text, position_of
+from hooklatch.providers.parsing import NOT_JSON, json_object, occurred_at
+from hooklatch.providers.signing import check_signatures, hmac_hex
 
+SIGNATURE = "X-Hub-Signature-256"
 PREFIX = "sha256="
 # Event name (X-GitHub-Event) -> the payload's field holding the object it changes.
 SUBJECTS = {
@@ -83,15 +72,10 @@ class GitHubProvider(Provider):
     generates_secret = True
 
     def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
-        signature = require_header(delivery, "X-Hub-Signature-256")
-        if not signature.startswith(PREFIX):
-            raise MalformedRequest(
-                "X-Hub-Signature-256 must start with sha256=", reason="malformed_header"
-            )
-        require_secrets(secrets)
-        expected = [_signature(s, delivery.body) for s in secrets]
-        if not any_digest_matches(expected, [signature]):
-            raise VerificationError("the signature matches no active secret")
+        signature = require_header(delivery, SIGNATURE, prefix=PREFIX)
+        check_signatures(
+            [signature], secrets=secrets, sign=lambda secret: _signature(secret, delivery.body)
+        )
 
     def parse(self, delivery: Delivery) -> list[IncomingEvent]:
         delivery_id = require_header(delivery, "X-GitHub-Delivery")
@@ -137,7 +121,7 @@ class GitHubProvider(Provider):
         return fields["payload"][0].encode()
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
-        return {"X-Hub-Signature-256": _signature(secret, delivery.body)}
+        return {SIGNATURE: _signature(secret, delivery.body)}
 
     def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
         payload = {

@@ -24,17 +24,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from hooklatch.errors import MalformedRequest, VerificationError
-from hooklatch.providers.base import (
-    Delivery,
-    IncomingEvent,
-    Provider,
-    any_digest_matches,
-    json_object,
-    require_header,
-    require_secrets,
-)
-from hooklatch.providers.standard_webhooks import HMAC_SCHEME, v1_signature, verify_signed
+from hooklatch.errors import MalformedRequest
+from hooklatch.providers.base import Delivery, IncomingEvent, Provider, require_header
+from hooklatch.providers.parsing import json_object
+from hooklatch.providers.signing import check_signatures
+from hooklatch.providers.standard_webhooks import HMAC_SCHEME, signed_headers, verify_signed
 
 TOKEN, SIGNING = "token", "signing"
 MODES = (TOKEN, SIGNING)
@@ -75,10 +69,12 @@ class GitLabProvider(Provider):
                 prefixes=("webhook",),
             )
             return
-        token = require_header(delivery, "X-Gitlab-Token")
-        require_secrets(secrets)
-        if not any_digest_matches(secrets, [token]):
-            raise VerificationError("X-Gitlab-Token matches no active secret")
+        check_signatures(
+            [require_header(delivery, "X-Gitlab-Token")],
+            secrets=secrets,
+            sign=lambda secret: secret,  # the token is the secret itself
+            refusal="X-Gitlab-Token matches no active secret",
+        )
 
     def parse(self, delivery: Delivery) -> list[IncomingEvent]:
         delivery_id: str | None
@@ -107,12 +103,7 @@ class GitLabProvider(Provider):
         if _mode(delivery) == TOKEN:
             return {"X-Gitlab-Token": secret}
         message_id = delivery.header("Idempotency-Key") or str(uuid.uuid4())
-        timestamp = int(now.timestamp())
-        return {
-            "webhook-id": message_id,
-            "webhook-timestamp": str(timestamp),
-            "webhook-signature": v1_signature(secret, message_id, timestamp, delivery.body),
-        }
+        return signed_headers(secret, message_id, now=now, body=delivery.body)
 
     def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
         payload = {

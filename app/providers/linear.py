@@ -27,31 +27,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hooklatch.errors import MalformedRequest, VerificationError
-from hooklatch.providers.base import (
-    Delivery,
-    IncomingEvent,
-    KeyedEvent,
-    Provider,
-    any_digest_matches,
-    check_timestamp,
-    dotted,
-    hmac_hex,
-    json_object,
-    key_text,
-    occurred_at,
-    position_of,
-    require_header,
-    require_secrets,
-    unix_time,
-    unix_timestamp,
-)
+from hooklatch.errors import MalformedRequest
+from hooklatch.providers.base import Delivery, IncomingEvent, Provider, require_header
+from hooklatch.providers.keys import KeyedEvent, dotted, key_text, position_of
+from hooklatch.providers.parsing import json_object, occurred_at, unix_time, unix_timestamp
+from hooklatch.providers.signing import check_signatures, check_timestamp, hmac_hex
 
 HEX_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
-
-
-def _signature(secret: str, body: bytes) -> str:
-    return hmac_hex(secret, body)
 
 
 class LinearProvider(Provider):
@@ -67,10 +49,11 @@ class LinearProvider(Provider):
             raise MalformedRequest(
                 "Linear-Signature must be a hex HMAC-SHA256", reason="malformed_header"
             )
-        require_secrets(secrets)
-        expected = [_signature(secret, delivery.body) for secret in secrets]
-        if not any_digest_matches(expected, [signature.lower()]):
-            raise VerificationError("the signature matches no active secret")
+        check_signatures(
+            [signature.lower()],
+            secrets=secrets,
+            sign=lambda secret: hmac_hex(secret, delivery.body),
+        )
         check_timestamp(self._sent_at_ms(delivery) // 1000, now=now, tolerance=self.tolerance)
 
     @staticmethod
@@ -144,7 +127,7 @@ class LinearProvider(Provider):
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         return {
-            "Linear-Signature": _signature(secret, delivery.body),
+            "Linear-Signature": hmac_hex(secret, delivery.body),
             "Linear-Timestamp": str(int(now.timestamp() * 1000)),
         }
 

@@ -33,20 +33,16 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from hooklatch.errors import Forbidden, MalformedRequest, VerificationError
+from hooklatch.errors import Forbidden, MalformedRequest
 from hooklatch.providers.base import (
     Delivery,
     HandshakeResponse,
     IncomingEvent,
     Provider,
-    any_digest_matches,
-    hmac_hex,
-    json_digest,
-    json_object,
     require_header,
-    require_secrets,
-    unix_time,
 )
+from hooklatch.providers.parsing import json_digest, json_object, unix_time
+from hooklatch.providers.signing import any_digest_matches, check_signatures, hmac_hex
 
 SIGNATURE = "X-Hub-Signature-256"
 PREFIX = "sha256="
@@ -102,15 +98,13 @@ class MetaProvider(Provider):
         return checked
 
     def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
-        signature = require_header(delivery, SIGNATURE)
-        if not signature.startswith(PREFIX):
-            raise MalformedRequest(
-                f"{SIGNATURE} must start with {PREFIX}", reason="malformed_header"
-            )
-        require_secrets(secrets)
-        expected = [_signature(secret, delivery.body) for secret in secrets]
-        if not any_digest_matches(expected, [signature.lower()]):
-            raise VerificationError("the signature matches no active app secret")
+        signature = require_header(delivery, SIGNATURE, prefix=PREFIX)
+        check_signatures(
+            [signature.lower()],
+            secrets=secrets,
+            sign=lambda secret: _signature(secret, delivery.body),
+            refusal="the signature matches no active app secret",
+        )
 
     def challenge(self, delivery: Delivery, *, secrets: Sequence[str]) -> HandshakeResponse | None:
         query = delivery.query

@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import UTC, datetime
-from typing import Any
 
 from hooklatch.errors import MalformedRequest
+from hooklatch.jsontypes import JSON, JSONObject
 
 # What json.loads raises on a body that is not JSON: RecursionError for one nested past
 # the interpreter's recursion limit.
@@ -30,7 +30,7 @@ def unix_timestamp(text: str) -> int | None:
     return None
 
 
-def unix_time(value: Any, *, milliseconds: bool = False) -> datetime | None:
+def unix_time(value: object, *, milliseconds: bool = False) -> datetime | None:
     """A payload's unix time (seconds, or milliseconds) in UTC, or None when it is absent,
     not a number (true is not 1) or outside the years 1 to 9999.
 
@@ -44,7 +44,7 @@ def unix_time(value: Any, *, milliseconds: bool = False) -> datetime | None:
         return None
 
 
-def occurred_at(value: Any) -> datetime | None:
+def occurred_at(value: object) -> datetime | None:
     """An ISO 8601 time from a payload, in UTC (a naive one is taken as UTC), or None when
     it is absent, not one, or not in the years 1 to 9999 once in UTC ("9999-12-31T23:00
     -05:00"): stored as it is, such a time could not be read back."""
@@ -62,17 +62,18 @@ def occurred_at(value: Any) -> datetime | None:
         return None
 
 
-def load_json(body: bytes | str) -> Any:
+def load_json(body: bytes | str) -> JSON:
     """The body as JSON; malformed_body when it is not JSON, not UTF-8, or nested too
     deeply for the parser (it raises RecursionError past the interpreter's recursion
     limit, about a thousand levels)."""
     try:
-        return json.loads(body)
+        value: JSON = json.loads(body)
     except NOT_JSON:
         raise MalformedRequest("body is not valid JSON", reason="malformed_body") from None
+    return value
 
 
-def json_digest(value: Any) -> str:
+def json_digest(value: JSON) -> str:
     """The hex SHA-256 of ``value`` as canonical JSON (sorted keys, no spaces): the key of
     an item that carries no id. malformed_body when it is nested too deeply to write."""
     try:
@@ -82,8 +83,21 @@ def json_digest(value: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def json_object(body: bytes) -> dict[str, Any]:
+def json_object(body: bytes) -> JSONObject:
     payload = load_json(body)
     if not isinstance(payload, dict):
         raise MalformedRequest("body is not a JSON object", reason="malformed_body")
     return payload
+
+
+def id_and_type(
+    payload: JSONObject, *, id_field: str = "id", type_field: str = "type", what: str
+) -> tuple[str, str]:
+    """An event's id (text, not empty) and type (text) from these fields of its JSON;
+    malformed_body, saying that ``what`` ("a Stripe event") needs them, otherwise."""
+    event_id, event_type = payload.get(id_field), payload.get(type_field)
+    if not isinstance(event_id, str) or not event_id or not isinstance(event_type, str):
+        raise MalformedRequest(
+            f"{what} needs string {id_field} and {type_field}", reason="malformed_body"
+        )
+    return event_id, event_type

@@ -23,24 +23,14 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_der_public_key, load_pem_public_key
 
 from hooklatch.errors import MalformedRequest, VerificationError
-from hooklatch.providers.base import (
-    Delivery,
-    IncomingEvent,
-    Provider,
-    check_timestamp,
-    json_digest,
-    load_json,
-    require_header,
-    require_secrets,
-    unix_time,
-    unix_timestamp,
-)
+from hooklatch.providers.base import Delivery, IncomingEvent, Provider, require_header
+from hooklatch.providers.parsing import json_digest, load_json, unix_time, unix_timestamp
+from hooklatch.providers.schemes import public_key_verifies
+from hooklatch.providers.signing import check_timestamp, require_secrets
 
 SIGNATURE = "X-Twilio-Email-Event-Webhook-Signature"
 TIMESTAMP = "X-Twilio-Email-Event-Webhook-Timestamp"
@@ -60,14 +50,6 @@ def public_key(secret: str) -> ec.EllipticCurvePublicKey:
     if not isinstance(key, ec.EllipticCurvePublicKey) or not isinstance(key.curve, ec.SECP256R1):
         raise ValueError("not an ECDSA P-256 public key")
     return key
-
-
-def _verifies(key: ec.EllipticCurvePublicKey, signature: bytes, message: bytes) -> bool:
-    try:
-        key.verify(signature, message, ec.ECDSA(hashes.SHA256()))
-    except InvalidSignature:
-        return False
-    return True
 
 
 class SendGridProvider(Provider):
@@ -109,7 +91,7 @@ class SendGridProvider(Provider):
             )
         message = stamp.encode() + delivery.body
         # Every key is tried, so the time taken does not tell which one matched.
-        if not [key for key in keys if _verifies(key, signature, message)]:
+        if not [key for key in keys if public_key_verifies(key, signature, message)]:
             raise VerificationError("the signature matches no active public key")
         check_timestamp(timestamp, now=now, tolerance=self.tolerance)
 

@@ -23,27 +23,13 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from hooklatch.errors import MalformedRequest, VerificationError
-from hooklatch.providers.base import (
-    Delivery,
-    IncomingEvent,
-    KeyedEvent,
-    Provider,
-    any_digest_matches,
-    dotted,
-    hmac_sha256,
-    json_object,
-    key_text,
-    occurred_at,
-    position_of,
-    require_secrets,
-)
+from hooklatch.errors import MalformedRequest
+from hooklatch.providers.base import Delivery, IncomingEvent, Provider
+from hooklatch.providers.keys import KeyedEvent, dotted, key_text, position_of
+from hooklatch.providers.parsing import json_object, occurred_at
+from hooklatch.providers.signing import check_signatures, hmac_base64, hmac_sha256
 
 SIGNATURE = "X-Shopify-Hmac-Sha256"
-
-
-def _digest(secret: str, body: bytes) -> bytes:
-    return hmac_sha256(secret, body)
 
 
 def _header(delivery: Delivery, name: str) -> str | None:
@@ -68,10 +54,9 @@ class ShopifyProvider(Provider):
             raise MalformedRequest(
                 f"{SIGNATURE} must be base64", reason="malformed_header"
             ) from None
-        require_secrets(secrets)
-        expected = [_digest(s, delivery.body) for s in secrets]
-        if not any_digest_matches(expected, [received]):
-            raise VerificationError("the signature matches no active secret")
+        check_signatures(
+            [received], secrets=secrets, sign=lambda secret: hmac_sha256(secret, delivery.body)
+        )
 
     def parse(self, delivery: Delivery) -> list[IncomingEvent]:
         json_object(delivery.body)  # refuses what is not a JSON object
@@ -99,7 +84,7 @@ class ShopifyProvider(Provider):
         return position_of(updated_at or event.occurred_at)
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
-        return {SIGNATURE: base64.b64encode(_digest(secret, delivery.body)).decode()}
+        return {SIGNATURE: hmac_base64(secret, delivery.body)}
 
     def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
         stamp = int(now.timestamp())

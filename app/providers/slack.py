@@ -24,55 +24,20 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
-from hooklatch.errors import MalformedRequest, VerificationError
-from hooklatch.providers.base import (
-    NOT_JSON,
-    Delivery,
-    HandshakeResponse,
-    IncomingEvent,
-    Provider,
-    any_digest_matches,
-    check_timestamp,
-    hmac_hex,
-    json_object,
-    require_header,
-    require_secrets,
-    unix_time,
-    unix_timestamp,
-)
+from hooklatch.errors import MalformedRequest
+from hooklatch.providers.base import Delivery, HandshakeResponse, IncomingEvent
+from hooklatch.providers.parsing import NOT_JSON, json_object, unix_time
+from hooklatch.providers.schemes import SchemeProvider, V0Signature
 
-PREFIX = "v0="
 FORM = "application/x-www-form-urlencoded"
 
 
-def _signature(secret: str, timestamp: str, body: bytes) -> str:
-    message = b"v0:" + timestamp.encode() + b":" + body
-    return PREFIX + hmac_hex(secret, message)
-
-
-class SlackProvider(Provider):
+class SlackProvider(SchemeProvider):
     name = "slack"
     # Slack retries three times within about five minutes; a day leaves room.
     retry_window = timedelta(days=1)
     tolerance = timedelta(minutes=5)
-
-    def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
-        signature = require_header(delivery, "X-Slack-Signature")
-        timestamp = require_header(delivery, "X-Slack-Request-Timestamp")
-        if not signature.startswith(PREFIX):
-            raise MalformedRequest(
-                "X-Slack-Signature must start with v0=", reason="malformed_header"
-            )
-        if unix_timestamp(timestamp) is None:
-            raise MalformedRequest(
-                "X-Slack-Request-Timestamp must be a unix time", reason="malformed_header"
-            )
-        require_secrets(secrets)
-        # The timestamp is signed as sent, so it goes into the message verbatim.
-        expected = [_signature(s, timestamp, delivery.body) for s in secrets]
-        if not any_digest_matches(expected, [signature]):
-            raise VerificationError("the signature matches no active secret")
-        check_timestamp(int(timestamp), now=now, tolerance=self.tolerance)
+    scheme = V0Signature("X-Slack-Signature", timestamp_header="X-Slack-Request-Timestamp")
 
     def handshake(self, delivery: Delivery, *, secrets: Sequence[str]) -> HandshakeResponse | None:
         if _is_form(delivery.headers):
@@ -116,13 +81,6 @@ class SlackProvider(Provider):
             return json.loads(fields["payload"]) if "payload" in fields else fields
         except (*NOT_JSON, MalformedRequest):
             return None
-
-    def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
-        timestamp = str(int(now.timestamp()))
-        return {
-            "X-Slack-Request-Timestamp": timestamp,
-            "X-Slack-Signature": _signature(secret, timestamp, delivery.body),
-        }
 
     def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
         stamp = int(now.timestamp())

@@ -12,18 +12,9 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from hooklatch.errors import MalformedRequest, VerificationError
-from hooklatch.providers.base import (
-    Delivery,
-    IncomingEvent,
-    Provider,
-    any_digest_matches,
-    hmac_base64,
-    json_object,
-    occurred_at,
-    require_header,
-    require_secrets,
-)
+from hooklatch.providers.base import Delivery, IncomingEvent, Provider, require_header
+from hooklatch.providers.parsing import id_and_type, json_object, occurred_at
+from hooklatch.providers.signing import check_signatures, hmac_base64
 
 SIGNATURE = "x-square-hmacsha256-signature"
 
@@ -38,21 +29,16 @@ class SquareProvider(Provider):
     retry_window = timedelta(days=3)
 
     def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
-        signature = require_header(delivery, SIGNATURE)
-        require_secrets(secrets)
-        expected = [_signature(secret, delivery.url, delivery.body) for secret in secrets]
-        if not any_digest_matches(expected, [signature]):
-            raise VerificationError(
-                "the signature matches no active signature key for this notification URL"
-            )
+        check_signatures(
+            [require_header(delivery, SIGNATURE)],
+            secrets=secrets,
+            sign=lambda secret: _signature(secret, delivery.url, delivery.body),
+            refusal="the signature matches no active signature key for this notification URL",
+        )
 
     def parse(self, delivery: Delivery) -> list[IncomingEvent]:
         payload = json_object(delivery.body)
-        event_id, event_type = payload.get("event_id"), payload.get("type")
-        if not isinstance(event_id, str) or not event_id or not isinstance(event_type, str):
-            raise MalformedRequest(
-                "a Square event needs string event_id and type", reason="malformed_body"
-            )
+        event_id, event_type = id_and_type(payload, id_field="event_id", what="a Square event")
         # RFC 3339 with up to nanoseconds ("2022-07-13T20:30:59.037339943Z").
         when = occurred_at(payload.get("created_at"))
         return [IncomingEvent(event_id, event_type, when, id_signed=True)]

@@ -28,23 +28,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from hooklatch.errors import MalformedRequest, VerificationError
-from hooklatch.providers.base import (
-    Delivery,
-    IncomingEvent,
-    Provider,
+from hooklatch.providers.base import Delivery, IncomingEvent, Provider, require_header
+from hooklatch.providers.parsing import load_json, occurred_at, unix_timestamp
+from hooklatch.providers.schemes import public_key_verifies
+from hooklatch.providers.signing import (
     any_digest_matches,
     check_timestamp,
     hmac_base64,
     hmac_sha256,
-    load_json,
-    occurred_at,
-    require_header,
     require_secrets,
-    unix_timestamp,
 )
 
 HMAC_SCHEME = "v1"
@@ -109,6 +104,16 @@ def v1_signature(secret: str, message_id: str, timestamp: int, body: bytes) -> s
     return f"{HMAC_SCHEME},{hmac_base64(key, signed_content(message_id, timestamp, body))}"
 
 
+def signed_headers(secret: str, message_id: str, *, now: datetime, body: bytes) -> dict[str, str]:
+    """The ``webhook-*`` headers of a message signed now with a ``whsec_`` secret."""
+    timestamp = int(now.timestamp())
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": v1_signature(secret, message_id, timestamp, body),
+    }
+
+
 def header_prefix(delivery: Delivery, prefixes: Sequence[str] = HEADER_SETS) -> str:
     """Which header set the request uses: the first whose signature header is present."""
     for prefix in prefixes:
@@ -168,7 +173,7 @@ def verify_signed(
     expected = [hmac_sha256(key, content) for key in keys]
     matched = any_digest_matches(expected, signed.of(HMAC_SCHEME))
     matched = matched or any(
-        _ed25519_verifies(key, signature, content)
+        public_key_verifies(key, signature, content)
         for key in public_keys
         for signature in signed.of(ED25519_SCHEME)
     )
@@ -176,14 +181,6 @@ def verify_signed(
         raise VerificationError(f"no {signed.prefix}-signature entry matches an active secret")
     check_timestamp(signed.timestamp, now=now, tolerance=tolerance)
     return signed
-
-
-def _ed25519_verifies(key: Ed25519PublicKey, signature: bytes, content: bytes) -> bool:
-    try:
-        key.verify(signature, content)
-    except InvalidSignature:
-        return False
-    return True
 
 
 class StandardWebhooksProvider(Provider):
@@ -216,12 +213,7 @@ class StandardWebhooksProvider(Provider):
                 "sender holds the private key that signs"
             )
         message_id = delivery.header("webhook-id") or f"msg_{uuid.uuid4().hex}"
-        timestamp = int(now.timestamp())
-        return {
-            "webhook-id": message_id,
-            "webhook-timestamp": str(timestamp),
-            "webhook-signature": v1_signature(secret, message_id, timestamp, delivery.body),
-        }
+        return signed_headers(secret, message_id, now=now, body=delivery.body)
 
     def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
         payload = {

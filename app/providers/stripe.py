@@ -3,58 +3,25 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from hooklatch.errors import MalformedRequest, VerificationError
-from hooklatch.providers.base import (
-    Delivery,
-    IncomingEvent,
-    KeyedEvent,
-    Provider,
-    any_digest_matches,
-    check_timestamp,
-    dotted,
-    hmac_hex,
-    json_object,
-    key_text,
-    require_header,
-    require_secrets,
-    timestamped_signatures,
-    unix_time,
-)
+from hooklatch.providers.base import Delivery, IncomingEvent
+from hooklatch.providers.keys import KeyedEvent, dotted, key_text
+from hooklatch.providers.parsing import id_and_type, json_object, unix_time
+from hooklatch.providers.schemes import SchemeProvider, TimestampedHeader
 
 
-def _signature(secret: str, timestamp: int, body: bytes) -> str:
-    # The key is the whole secret as UTF-8, "whsec_" prefix included.
-    return hmac_hex(secret, str(timestamp).encode() + b"." + body)
-
-
-class StripeProvider(Provider):
+class StripeProvider(SchemeProvider):
     name = "stripe"
     retry_window = timedelta(days=3)
-
-    def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
-        header = require_header(delivery, "Stripe-Signature")
-        timestamp, signatures = timestamped_signatures(
-            header, name="Stripe-Signature", separator=",", timestamp_key="t", signature_key="v1"
-        )
-        require_secrets(secrets)
-        expected = [_signature(secret, timestamp, delivery.body) for secret in secrets]
-        if not any_digest_matches(expected, signatures):
-            raise VerificationError(
-                "no v1 signature matches an active secret",
-                facts={"scheme": f"t= and {len(signatures)} v1="},
-            )
-        check_timestamp(timestamp, now=now, tolerance=self.tolerance)
+    # The key is the whole secret as UTF-8, "whsec_" prefix included.
+    scheme = TimestampedHeader(
+        "Stripe-Signature", separator=",", timestamp_key="t", signature_key="v1", joiner=b"."
+    )
 
     def parse(self, delivery: Delivery) -> list[IncomingEvent]:
         payload = json_object(delivery.body)
-        event_id, event_type = payload.get("id"), payload.get("type")
-        if not isinstance(event_id, str) or not event_id or not isinstance(event_type, str):
-            raise MalformedRequest(
-                "a Stripe event needs string id and type", reason="malformed_body"
-            )
+        event_id, event_type = id_and_type(payload, what="a Stripe event")
         occurred_at = unix_time(payload.get("created"))
         return [
             IncomingEvent(
@@ -74,11 +41,6 @@ class StripeProvider(Provider):
             if value is not None:
                 return key_text(value)
         return None
-
-    def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
-        timestamp = int(now.timestamp())
-        signature = _signature(secret, timestamp, delivery.body)
-        return {"Stripe-Signature": f"t={timestamp},v1={signature}"}
 
     def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
         stamp = int(now.timestamp())

@@ -34,17 +34,9 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from hooklatch.errors import MalformedRequest, VerificationError
-from hooklatch.providers.base import (
-    NOT_JSON,
-    Delivery,
-    IncomingEvent,
-    Provider,
-    any_digest_matches,
-    load_json,
-    occurred_at,
-    require_header,
-    require_secrets,
-)
+from hooklatch.providers.base import Delivery, IncomingEvent, Provider, require_header
+from hooklatch.providers.parsing import NOT_JSON, id_and_type, load_json, occurred_at
+from hooklatch.providers.signing import any_digest_matches, require_secrets
 
 SIGNATURE = "X-Twilio-Signature"
 IDEMPOTENCY_HEADER = "I-Twilio-Idempotency-Token"
@@ -196,11 +188,7 @@ class TwilioProvider(Provider):
         for item in items:
             if not isinstance(item, dict):
                 raise MalformedRequest("a CloudEvent must be an object", reason="malformed_body")
-            event_id, event_type = item.get("id"), item.get("type")
-            if not isinstance(event_id, str) or not event_id or not isinstance(event_type, str):
-                raise MalformedRequest(
-                    "a CloudEvent needs string id and type", reason="malformed_body"
-                )
+            event_id, event_type = id_and_type(item, what="a CloudEvent")
             when = occurred_at(item.get("time"))
             # The body is signed through its hash (bodySHA256 in the signed URL).
             events.append(IncomingEvent(event_id, event_type, when, id_signed=True))

@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from hooklatch.providers import (
     Delivery,
     IncomingEvent,
     MalformedRequest,
     Provider,
-    VerificationError,
-    any_digest_matches,
+    check_signatures,
     check_timestamp,
     hmac_hex,
+    id_and_type,
     json_object,
     require_header,
-    require_secrets,
+    unix_time,
+    unix_timestamp,
 )
 
 
@@ -37,34 +38,29 @@ class AcmeProvider(Provider):
     tolerance = timedelta(minutes=5)
 
     def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
-        raw_timestamp = require_header(delivery, "X-Acme-Timestamp")
+        timestamp = unix_timestamp(require_header(delivery, "X-Acme-Timestamp"))
         header = require_header(delivery, "X-Acme-Signature")
-        try:
-            timestamp = int(raw_timestamp)
-        except ValueError:
-            raise MalformedRequest(
-                "X-Acme-Timestamp is not a Unix time", reason="malformed_header"
-            ) from None
+        if timestamp is None:
+            raise MalformedRequest("X-Acme-Timestamp is not a Unix time", reason="malformed_header")
         received = [part[3:] for part in header.split(",") if part.startswith("v1=")]
         if not received:
             raise MalformedRequest("X-Acme-Signature has no v1= entry", reason="malformed_header")
-        require_secrets(secrets)
-        expected = [signature(secret, timestamp, delivery.body) for secret in secrets]
-        if not any_digest_matches(expected, received):
-            raise VerificationError("no signature matches an active secret")
+        # Every active secret against every v1= entry, in constant time: bad_signature if
+        # none matches (while a secret is rolled, either verifies).
+        check_signatures(
+            received,
+            secrets=secrets,
+            sign=lambda secret: signature(secret, timestamp, delivery.body),
+        )
         check_timestamp(timestamp, now=now, tolerance=self.tolerance)
 
     def parse(self, delivery: Delivery) -> list[IncomingEvent]:
-        payload = json_object(delivery.body)
-        event_id, kind, at = payload.get("id"), payload.get("kind"), payload.get("at")
-        if not isinstance(event_id, str) or not event_id or not isinstance(kind, str):
-            raise MalformedRequest(
-                "an Acme event needs string id and kind", reason="malformed_body"
-            )
-        occurred = datetime.fromtimestamp(at, UTC) if isinstance(at, int) else None
+        payload = json_object(delivery.body)  # malformed_body if it is not a JSON object
+        event_id, kind = id_and_type(payload, type_field="kind", what="an Acme event")
+        occurred_at = unix_time(payload.get("at"))  # None if absent or not a time
         # The id is read from the signed body: another body under it can only be Acme's.
         return [
-            IncomingEvent(external_id=event_id, type=kind, occurred_at=occurred, id_signed=True)
+            IncomingEvent(external_id=event_id, type=kind, occurred_at=occurred_at, id_signed=True)
         ]
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
