@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 
 from hooklatch import metrics
@@ -29,26 +30,33 @@ def provider_for(runtime: Runtime, name: str) -> Provider:
         raise ProviderUnavailable(str(exc)) from exc
 
 
-def verified_by_cache(
-    runtime: Runtime,
-    endpoint_id: str,
-    url: str,
-    headers: dict[str, str],
-    body: bytes,
-    seen: metrics.DeliveryTally,
-) -> ActiveEndpoint | None:
+@dataclass(frozen=True)
+class Arrival:
+    """A POST to ``/hooks/<endpoint_id>`` as it arrived, and the tally of its outcome."""
+
+    endpoint_id: str
+    url: str  # the public URL the provider called
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+    seen: metrics.DeliveryTally
+
+    def delivery(self, endpoint: ActiveEndpoint) -> Delivery:
+        return Delivery("POST", self.url, self.headers, self.body, endpoint.options)
+
+
+def verified_by_cache(runtime: Runtime, arrival: Arrival) -> ActiveEndpoint | None:
     """The endpoint's cached copy if it verifies the delivery, before any connection is
     taken; None when nothing is cached or a refusal is to be confirmed by the database
     (``views._ingest`` reads it); the refusal itself while the endpoint's refusals outrun
     its rechecks (EndpointCache), so that a flood of bad signatures costs no database work."""
     cache = runtime.endpoints
-    endpoint = cache.get(endpoint_id) if cache is not None else None
+    endpoint = cache.get(arrival.endpoint_id) if cache is not None else None
     if cache is None or endpoint is None:
         return None
     try:
-        verify(runtime, endpoint, Delivery("POST", url, headers, body, endpoint.options), seen)
+        verify(runtime, endpoint, arrival.delivery(endpoint), arrival.seen)
     except VerificationError:
-        if cache.may_recheck(endpoint_id):
+        if cache.may_recheck(arrival.endpoint_id):
             return None
         raise
     return endpoint

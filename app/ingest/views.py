@@ -37,7 +37,13 @@ from hooklatch.errors import (
     unstorable,
 )
 from hooklatch.ingest.store import ACCEPTED, DUPLICATE, EndpointChanged, Recorded, record_events
-from hooklatch.ingest.verify import count_refusal, provider_for, verified_by_cache, verify
+from hooklatch.ingest.verify import (
+    Arrival,
+    count_refusal,
+    provider_for,
+    verified_by_cache,
+    verify,
+)
 from hooklatch.logs import bind
 from hooklatch.providers.base import Delivery
 from hooklatch.runtime import Runtime
@@ -118,12 +124,10 @@ def receive(
     headers = request_headers(request.environ)
     url = _url(runtime, request)
     with bind(endpoint_id=endpoint_id):
+        arrival = Arrival(endpoint_id, url, headers, body, seen)
         try:
-            cached = verified_by_cache(runtime, endpoint_id, url, headers, body, seen)
-            outcome = _with_store(
-                runtime,
-                partial(_ingest, runtime, endpoint_id, url, headers, body, seen, cached=cached),
-            )
+            cached = verified_by_cache(runtime, arrival)
+            outcome = _with_store(runtime, partial(_ingest, runtime, arrival, cached=cached))
         except VerificationError as exc:
             count_refusal(runtime, endpoint_id, exc, headers, body)
             raise
@@ -221,11 +225,7 @@ def _url(runtime: Runtime, request: Request) -> str:
 
 def _ingest(
     runtime: Runtime,
-    endpoint_id: str,
-    url: str,
-    headers: dict[str, str],
-    body: bytes,
-    seen: metrics.DeliveryTally,
+    arrival: Arrival,
     connection: Connection,
     *,
     cached: ActiveEndpoint | None = None,
@@ -238,9 +238,8 @@ def _ingest(
     it refuses, a handshake, an endpoint changed since) is done again from the database
     before answering, except a refusal while the endpoint's refusals outrun its rechecks.
     """
-    again = partial(
-        _ingest, runtime, endpoint_id, url, headers, body, seen, connection, reads=reads + 1
-    )
+    again = partial(_ingest, runtime, arrival, connection, reads=reads + 1)
+    endpoint_id = arrival.endpoint_id
     endpoint = cached
     if endpoint is None:
         try:
@@ -252,9 +251,9 @@ def _ingest(
         if runtime.endpoints is not None:
             runtime.endpoints.put(endpoint)
     provider = provider_for(runtime, endpoint.provider)
-    delivery = Delivery("POST", url, headers, body, endpoint.options)
+    delivery = arrival.delivery(endpoint)
     if cached is None:
-        verify(runtime, endpoint, delivery, seen)
+        verify(runtime, endpoint, delivery, arrival.seen)
     handshake = provider.handshake(delivery, secrets=endpoint.secrets)
     if handshake is not None:
         if cached is not None:
@@ -271,8 +270,8 @@ def _ingest(
             endpoint=endpoint,
             provider=provider,
             incoming=incoming,
-            headers=headers,
-            body=body,
+            headers=arrival.headers,
+            body=arrival.body,
             now=runtime.clock(),
         )
     except EndpointChanged as exc:

@@ -15,7 +15,8 @@ from hooklatch.providers import (
     require_header,
     unix_timestamp,
 )
-from hooklatch.testing import ProviderConformance, json_body
+from hooklatch.testing import json_body
+from tests.support.providers import SignsWithEachSecret
 
 
 def signature(secret, timestamp, body):
@@ -79,18 +80,13 @@ class RefusesAll(KitProvider):
         raise VerificationError("refused", reason="bad_signature")
 
 
-class KitCase(ProviderConformance):
+class KitCase(SignsWithEachSecret):
     """How the kit provider signs: its scheme, kit_headers."""
 
     provider = KitProvider
-    secret = "kit-secret-one"
-    other_secret = "kit-secret-two"
+    secret, other_secret = "kit-secret-one", "kit-secret-two"
     signature_headers = ("X-Kit-Signature",)
     signs_timestamp = True
-    several_signatures = True
-
-    def sign(self, body, *, secret, now, url):
-        return kit_headers(body, secrets=[secret], now=now)
 
     def sign_several(self, body, *, secrets, now, url):
         return kit_headers(body, secrets=secrets, now=now)

@@ -7,8 +7,7 @@ from hooklatch.testing import ProviderConformance, json_body
 
 class TestAcmeConformance(ProviderConformance):
     provider = "acme"
-    secret = "acme-secret-one"
-    other_secret = "acme-secret-two"
+    secret, other_secret = "acme-secret-one", "acme-secret-two"
     signature_headers = ("X-Acme-Signature",)
     signs_timestamp = True
     several_signatures = True

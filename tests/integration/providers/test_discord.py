@@ -50,11 +50,6 @@ def test_discords_deliberately_bad_signatures_get_401(client, runtime, body):
     assert stored_for(runtime, endpoint) == 0
 
 
-@pytest.fixture
-def at_vector_time(client_at):
-    return client_at(datetime.fromtimestamp(int(VECTOR_TIMESTAMP), UTC))
-
-
 def test_the_zero_seed_vector_verifies_and_is_answered_with_a_pong(at_vector_time):
     client, runtime = at_vector_time
     seed_key = Ed25519PrivateKey.from_private_bytes(bytes(32)).public_key()

@@ -1,15 +1,13 @@
 """GitLab through the real endpoint: the mode option stored and checked, the headers each
 mode takes, and where the dedupe key and the type come from."""
 
-from datetime import UTC, datetime
-
 import pytest
 
 from hooklatch.errors import BadRequest
 from tests.support.database import count
 from tests.support.pipeline import make_endpoint, post_json
 from tests.support.providers.gitlab import push_body
-from tests.support.signing import standard_webhooks_v1 as sdk_v1
+from tests.support.providers.standard_webhooks import signed
 from tests.support.signing import whsec
 
 
@@ -49,12 +47,8 @@ def test_signing_mode_refuses_svix_headers_and_v1a_entries(client, runtime):
     """GitLab sends webhook-* headers and v1 entries only."""
     secret = whsec("gitlab-narrow")
     endpoint, _ = make_endpoint(runtime, "gitlab", secrets=[secret], options={"mode": "signing"})
-    body, now = push_body(), datetime.now(UTC)
-    svix = {
-        "svix-id": "k1",
-        "svix-timestamp": str(int(now.timestamp())),
-        "svix-signature": sdk_v1(secret, "k1", now, body),
-    }
+    body = push_body()
+    svix = signed(secret, body, message_id="k1", prefix="svix")
     response = post_json(client, endpoint, body, {**svix, "X-Gitlab-Event": "Push Hook"})
     assert (response.status_code, response.json["error"]) == (400, "missing_header")
     webhook = {k.replace("svix", "webhook"): v for k, v in svix.items()}
@@ -97,13 +91,11 @@ def test_without_x_gitlab_event_the_type_is_the_object_kind(client, runtime):
 def test_in_signing_mode_without_idempotency_key_the_key_is_the_webhook_id(client, runtime):
     secret = whsec("gitlab-webhook-id")
     endpoint, _ = make_endpoint(runtime, "gitlab", secrets=[secret], options={"mode": "signing"})
-    body, now = push_body(), datetime.now(UTC)
+    body = push_body()
     headers = {
         "X-Gitlab-Event": "Push Hook",
         "X-Gitlab-Event-UUID": "uuid",
-        "webhook-id": "wh-id",
-        "webhook-timestamp": str(int(now.timestamp())),
-        "webhook-signature": sdk_v1(secret, "wh-id", now, body),
+        **signed(secret, body, message_id="wh-id"),
     }
     response = post_json(client, endpoint, body, headers)
     assert response.status_code == 200, response.json

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from hooklatch.testing import ProviderConformance
+from tests.support.providers import without_content_type
 
 VECTOR_PUBLIC_KEY = "3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29"
 VECTOR_TIMESTAMP = "1700000000"
@@ -86,15 +87,12 @@ def webhook_event(user_id: str) -> bytes:
 
 class DiscordCase(ProviderConformance):
     provider = "discord"
-    secret = APP_KEY
-    other_secret = OTHER_KEY
+    secret, other_secret = APP_KEY, OTHER_KEY
     signature_headers = ("X-Signature-Ed25519",)
     signs_timestamp = True
 
     def sign(self, body, *, secret, now, url):
-        headers = discord_headers(body, secret, now=now)
-        del headers["Content-Type"]
-        return headers
+        return without_content_type(discord_headers(body, secret, now=now))
 
     def event_body(self, event_id, *, note="hello"):
         return command(snowflake(event_id), text=note)

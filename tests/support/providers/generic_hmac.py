@@ -30,8 +30,7 @@ class GenericHmacTimestampCase(ProviderConformance):
     """Hex SHA-256 with a prefix over ``timestamp.body``; id in a header, type in the body."""
 
     provider = "generic-hmac"
-    secret = "acme-secret-old"
-    other_secret = "acme-secret-new"
+    secret, other_secret = "acme-secret-old", "acme-secret-new"
     signature_headers = ("X-Acme-Signature",)
     signs_timestamp = True
     options = STRIPE_LIKE
@@ -55,8 +54,7 @@ class GenericHmacUrlCase(ProviderConformance):
     """Base64 SHA-512 over the public URL and the body; id in the body, type in a header."""
 
     provider = "generic-hmac"
-    secret = "beta-secret-old"
-    other_secret = "beta-secret-new"
+    secret, other_secret = "beta-secret-old", "beta-secret-new"
     signature_headers = ("X-Beta-Signature",)
     options = SQUARE_LIKE
 

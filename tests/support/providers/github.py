@@ -9,8 +9,7 @@ from hooklatch.testing import ProviderConformance
 
 class GitHubCase(ProviderConformance):
     provider = "github"
-    secret = "gh-conformance-old"
-    other_secret = "gh-conformance-new"
+    secret, other_secret = "gh-conformance-old", "gh-conformance-new"
     signature_headers = ("X-Hub-Signature-256",)
     form_encoded = True
     delivery_id = "no-event-body"  # set by event_body: GitHub sends the id in a header

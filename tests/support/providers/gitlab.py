@@ -5,6 +5,7 @@ them."""
 import json
 
 from hooklatch.testing import ProviderConformance
+from tests.support.providers import SignsWithEachSecret
 from tests.support.signing import standard_webhooks_v1 as sdk_v1
 from tests.support.signing import whsec
 
@@ -30,16 +31,11 @@ class GitLabCase(ProviderConformance):
         return json.dumps(payload, ensure_ascii=False).encode()
 
 
-class GitLabSigningCase(GitLabCase):
-    secret = whsec("gitlab-signing-old")
-    other_secret = whsec("gitlab-signing-new")
+class GitLabSigningCase(SignsWithEachSecret, GitLabCase):
+    secret, other_secret = whsec("gitlab-signing-old"), whsec("gitlab-signing-new")
     options = {"mode": "signing"}
     signature_headers = ("webhook-signature",)
     signs_timestamp = True
-    several_signatures = True
-
-    def sign(self, body, *, secret, now, url):
-        return self.sign_several(body, secrets=[secret], now=now, url=url)
 
     def sign_several(self, body, *, secrets, now, url):
         # GitLab sends webhook-id equal to Idempotency-Key.
@@ -53,8 +49,7 @@ class GitLabSigningCase(GitLabCase):
 
 
 class GitLabTokenCase(GitLabCase):
-    secret = "gitlab-token-old"
-    other_secret = "gitlab-token-new"
+    secret, other_secret = "gitlab-token-old", "gitlab-token-new"
     signature_headers = ("X-Gitlab-Token",)
     # A secret token signs nothing: a changed body cannot be noticed (see the test below),
     # so the kit leaves its tampered-body check out.

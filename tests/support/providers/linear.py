@@ -45,8 +45,7 @@ class LinearCase(ProviderConformance):
     tests/integration/providers/test_linear.py."""
 
     provider = "linear"
-    secret = "lin_wh_conformance_old"
-    other_secret = "lin_wh_conformance_new"
+    secret, other_secret = "lin_wh_conformance_old", "lin_wh_conformance_new"
     signature_headers = ("Linear-Signature",)
     signs_timestamp = True
 

@@ -37,8 +37,7 @@ def text_message(wamid, text="hello"):
 
 class MetaCase(ProviderConformance):
     provider = "meta"
-    secret = "meta-app-secret-old"
-    other_secret = "meta-app-secret-new"
+    secret, other_secret = "meta-app-secret-old", "meta-app-secret-new"
     signature_headers = ("X-Hub-Signature-256",)
     options = {"verify_token": VERIFY_TOKEN}
 

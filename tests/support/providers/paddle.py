@@ -9,7 +9,7 @@ from datetime import datetime
 
 from paddle_billing.Notifications import PaddleSignature
 
-from hooklatch.testing import ProviderConformance
+from tests.support.providers import SignsWithEachSecret
 
 # PaddleHQ/paddle-python-sdk tests/Unit/Notification/test_Verifier.py: the fixture
 # standard_payload.json, its header and its secret.
@@ -35,16 +35,14 @@ def paddle_header(body: bytes, *, secrets, now: datetime) -> str:
     return ";".join([f"ts={timestamp}", *(f"h1={entry}" for entry in entries)])
 
 
-class PaddleCase(ProviderConformance):
+class PaddleCase(SignsWithEachSecret):
     provider = "paddle"
-    secret = "pdl_ntfset_01hs0t3tw21j988db1pam5xg8m_conformanceOldSecret+x/y"
-    other_secret = "pdl_ntfset_01hs0t3tw21j988db1pam5xg8m_conformanceNewSecret+x/y"
+    secret, other_secret = (
+        "pdl_ntfset_01hs0t3tw21j988db1pam5xg8m_conformanceOldSecret+x/y",
+        "pdl_ntfset_01hs0t3tw21j988db1pam5xg8m_conformanceNewSecret+x/y",
+    )
     signature_headers = ("Paddle-Signature",)
     signs_timestamp = True
-    several_signatures = True
-
-    def sign(self, body, *, secret, now, url):
-        return self.sign_several(body, secrets=[secret], now=now, url=url)
 
     def sign_several(self, body, *, secrets, now, url):
         return {"Paddle-Signature": paddle_header(body, secrets=secrets, now=now)}

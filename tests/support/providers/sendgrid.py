@@ -56,8 +56,8 @@ def event(sg_event_id, kind="delivered", **extra):
 
 class SendGridCase(ProviderConformance):
     provider = "sendgrid"
-    secret = OLD  # the endpoint holds public keys; tests sign with the private halves
-    other_secret = NEW
+    # The endpoint holds public keys; tests sign with the private halves.
+    secret, other_secret = OLD, NEW
     signature_headers = (SIGNATURE,)
     signs_timestamp = True
 

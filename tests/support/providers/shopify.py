@@ -12,6 +12,7 @@ import hmac
 import json
 
 from hooklatch.testing import ProviderConformance
+from tests.support.providers import without_content_type
 
 SECRET = "shpss_conformance_client_secret"
 EVENT_ID = "98880550-7158-44d4-b7cd-2c97c8a091b5"
@@ -60,15 +61,12 @@ def order(note: str = "hello") -> bytes:
 
 class ShopifyCase(ProviderConformance):
     provider = "shopify"
-    secret = "shpss_conformance_old"
-    other_secret = "shpss_conformance_new"
+    secret, other_secret = "shpss_conformance_old", "shpss_conformance_new"
     signature_headers = ("X-Shopify-Hmac-Sha256",)
     event_id = "no-event-body"  # set by event_body: Shopify sends the id in a header
 
     def sign(self, body, *, secret, now, url):
-        headers = classic_headers(body, secret, event_id=self.event_id)
-        del headers["Content-Type"]
-        return headers
+        return without_content_type(classic_headers(body, secret, event_id=self.event_id))
 
     def event_body(self, event_id, *, note="hello"):
         self.event_id = event_id

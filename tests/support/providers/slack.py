@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 from slack_sdk.signature import SignatureVerifier
 
 from hooklatch.testing import ProviderConformance
+from tests.support.providers import without_content_type
 
 SECRET = "slack-signing-secret"
 FORM = "application/x-www-form-urlencoded"
@@ -59,16 +60,13 @@ def event_callback(event_id: str, *, text: str = "hello") -> bytes:
 
 class SlackCase(ProviderConformance):
     provider = "slack"
-    secret = "slack-conformance-old"
-    other_secret = "slack-conformance-new"
+    secret, other_secret = "slack-conformance-old", "slack-conformance-new"
     signature_headers = ("X-Slack-Signature",)
     signs_timestamp = True
     form_encoded = True
 
     def sign(self, body, *, secret, now, url):
-        headers = slack_headers(body, secret, now=now)
-        del headers["Content-Type"]
-        return headers
+        return without_content_type(slack_headers(body, secret, now=now))
 
     def event_body(self, event_id, *, note="hello"):
         return event_callback(event_id, text=note)

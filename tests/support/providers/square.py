@@ -21,8 +21,7 @@ def square_signature(key, url, body):
 
 class SquareCase(ProviderConformance):
     provider = "square"
-    secret = "square-signature-key-old"
-    other_secret = "square-signature-key-new"
+    secret, other_secret = "square-signature-key-old", "square-signature-key-new"
     signature_headers = ("x-square-hmacsha256-signature",)
 
     def sign(self, body, *, secret, now, url):

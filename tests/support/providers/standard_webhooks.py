@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from hooklatch.testing import ProviderConformance
+from tests.support.providers import SignsWithEachSecret
 from tests.support.signing import standard_webhooks_v1 as sdk_v1
 from tests.support.signing import whsec
 
@@ -48,17 +48,12 @@ def signed(secret, body, *, message_id="msg_1", prefix="webhook", now=None):
     }
 
 
-class StandardWebhooksCase(ProviderConformance):
+class StandardWebhooksCase(SignsWithEachSecret):
     provider = "standard-webhooks"
-    secret = whsec("conformance-old")
-    other_secret = whsec("conformance-new")
+    secret, other_secret = whsec("conformance-old"), whsec("conformance-new")
     signature_headers = ("webhook-signature",)
     signs_timestamp = True
-    several_signatures = True
     message_id = "msg_no_event_body"  # set by event_body: the id travels in a header
-
-    def sign(self, body, *, secret, now, url):
-        return self.sign_several(body, secrets=[secret], now=now, url=url)
 
     def sign_several(self, body, *, secrets, now, url):
         return {
@@ -85,8 +80,7 @@ NEW_KEY, NEW_PRIVATE = ed25519_pair("conformance-ed25519-new")
 class StandardWebhooksEd25519Case(StandardWebhooksCase):
     """v1a: the endpoint stores whpk_ public keys; requests are signed with the private key."""
 
-    secret = OLD_KEY
-    other_secret = NEW_KEY
+    secret, other_secret = OLD_KEY, NEW_KEY
     private_keys = {OLD_KEY: OLD_PRIVATE, NEW_KEY: NEW_PRIVATE}
 
     def entry(self, secret, message_id, now, body):

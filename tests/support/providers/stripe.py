@@ -4,31 +4,27 @@ import hashlib
 import hmac
 import json
 
-from hooklatch.testing import ProviderConformance
+from tests.support.providers import SignsWithEachSecret
 from tests.support.signing import stripe_headers
 
 
-class StripeCase(ProviderConformance):
+class StripeCase(SignsWithEachSecret):
     provider = "stripe"
-    secret = "whsec_conformance_old"
-    other_secret = "whsec_conformance_new"
+    secret, other_secret = "whsec_conformance_old", "whsec_conformance_new"
     signature_headers = ("Stripe-Signature",)
     signs_timestamp = True
-    several_signatures = True
 
-    def sign(self, body, *, secret, now, url):
+    def sign_several(self, body, *, secrets, now, url):
         timestamp = int(now.timestamp())
         try:
             body.decode()
         except UnicodeDecodeError:
             # stripe-python signs text only; Stripe's scheme is HMAC-SHA256 over the bytes.
-            digest = hmac.new(secret.encode(), b"%d." % timestamp + body, hashlib.sha256)
-            return {"Stripe-Signature": f"t={timestamp},v1={digest.hexdigest()}"}
-        return {"Stripe-Signature": stripe_headers(body, secret, timestamp)["Stripe-Signature"]}
-
-    def sign_several(self, body, *, secrets, now, url):
+            message = b"%d." % timestamp + body
+            digests = [hmac.new(s.encode(), message, hashlib.sha256).hexdigest() for s in secrets]
+            return {"Stripe-Signature": ",".join([f"t={timestamp}", *(f"v1={d}" for d in digests)])}
         first, *rest = secrets
-        headers = stripe_headers(body, first, int(now.timestamp()), extra_secrets=rest)
+        headers = stripe_headers(body, first, timestamp, extra_secrets=rest)
         return {"Stripe-Signature": headers["Stripe-Signature"]}
 
     def event_body(self, event_id, *, note="hello"):

@@ -61,8 +61,7 @@ def message_callback(sid="SM0000000000000000000000000000000a", status="delivered
 
 class TwilioCase(ProviderConformance):
     provider = "twilio"
-    secret = "twilio-token-old"
-    other_secret = "twilio-token-new"
+    secret, other_secret = "twilio-token-old", "twilio-token-new"
     signature_headers = ("X-Twilio-Signature",)
     form_encoded = True
     content_type = "application/x-www-form-urlencoded"
@@ -86,8 +85,7 @@ class TwilioJsonCase(ProviderConformance):
     """Event Streams posts JSON: the URL carries bodySHA256, the signature covers the URL."""
 
     provider = "twilio"
-    secret = "twilio-token-old"
-    other_secret = "twilio-token-new"
+    secret, other_secret = "twilio-token-old", "twilio-token-new"
     signature_headers = ("X-Twilio-Signature",)
 
     def sign(self, body, *, secret, now, url):

@@ -10,6 +10,7 @@ import json
 from datetime import UTC, datetime
 
 from hooklatch.testing import ProviderConformance
+from tests.support.providers import without_content_type
 
 SECRET = "zoom-secret-token"
 EVENT_TS = 1700000000123
@@ -52,15 +53,12 @@ def encrypted(secret: str, plain_token: str) -> str:
 
 class ZoomCase(ProviderConformance):
     provider = "zoom"
-    secret = "zoom-conformance-old"
-    other_secret = "zoom-conformance-new"
+    secret, other_secret = "zoom-conformance-old", "zoom-conformance-new"
     signature_headers = ("x-zm-signature",)
     signs_timestamp = True
 
     def sign(self, body, *, secret, now, url):
-        headers = zoom_headers(body, secret, now=now)
-        del headers["Content-Type"]
-        return headers
+        return without_content_type(zoom_headers(body, secret, now=now))
 
     def event_body(self, event_id, *, note="hello"):
         return meeting_started(event_id, topic=note)
