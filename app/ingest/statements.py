@@ -3,7 +3,10 @@ connection."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import MutableMapping
+from contextlib import closing
+
+from sqlalchemy.engine.interfaces import DBAPIConnection
 
 # PostgreSQL: the event, its outbox row and the check that the endpoint is still enabled
 # with the secrets the request was verified against, in one statement. It is atomic by
@@ -91,9 +94,12 @@ EXECUTE_STORE = (
 )
 
 
-def prepare_ingest_statements(dbapi_connection: Any, info: dict[str, Any]) -> None:
-    """Run once on each new ingest connection (PostgreSQL)."""
-    with dbapi_connection.cursor() as cursor:
+def prepare_ingest_statements(
+    dbapi_connection: DBAPIConnection, info: MutableMapping[str, object]
+) -> None:
+    """Run once on each new ingest connection (PostgreSQL): ``info`` is the pool's record
+    of it."""
+    with closing(dbapi_connection.cursor()) as cursor:
         cursor.execute(PREPARE_STORE)
     dbapi_connection.commit()
     info[PREPARED_KEY] = True

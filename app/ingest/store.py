@@ -10,16 +10,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import cast
 
-from sqlalchemy import Connection, Insert, bindparam, func, insert, select, update
+from sqlalchemy import CTE, Connection, Insert, Table, bindparam, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.dml import ReturningInsert
 
 from hooklatch.db import UTCDateTime
 from hooklatch.endpoints.service import ActiveEndpoint
 from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
 from hooklatch.ingest.delivered import NO_CONFLICT, Conflict, Delivered, placement, utc
 from hooklatch.ingest.statements import EXECUTE_STORE, POSTGRES_STORE, PREPARED_KEY
+from hooklatch.jsontypes import JSONObject
 from hooklatch.providers.base import IncomingEvent, Provider
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,7 @@ class Recorded:
     # A conflicting delivery stored as an event of its own: the event it conflicts with.
     conflicts_with: int | None = None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> JSONObject:
         return {
             "id": self.id,
             "external_id": self.external_id,
@@ -50,7 +52,7 @@ class Recorded:
         }
 
 
-def insert_ignoring_conflict(dialect: str, table: Any, columns: list[str]) -> Insert:
+def insert_ignoring_conflict(dialect: str, table: Table, columns: list[str]) -> Insert:
     if dialect == "postgresql":
         return postgresql.insert(table).on_conflict_do_nothing(index_elements=columns)
     if dialect == "sqlite":
@@ -82,10 +84,11 @@ DEDUPE_KEY = ["endpoint_id", "external_id", "variant"]
 
 
 @cache
-def _store_statement(dialect: str) -> Any:
+def _store_statement(dialect: str) -> ReturningInsert[int]:
     """Other backends: insert one event unless stored already, returning its id."""
     return (
-        insert_ignoring_conflict(dialect, Event.__table__, DEDUPE_KEY)
+        # A mapped class's table is a Table (typed as any FromClause).
+        insert_ignoring_conflict(dialect, cast(Table, Event.__table__), DEDUPE_KEY)
         .values({name: bindparam(name) for name in EVENT_COLUMNS})
         .returning(Event.id)
     )
@@ -246,7 +249,7 @@ def _accepted(
     return Recorded(new_id, item.external_id, ACCEPTED, conflicts_with=conflict.event_id)
 
 
-def _queue_from(created: Any) -> Any:
+def _queue_from(created: CTE) -> Insert:
     """INSERT INTO outbox (event_id, created_at) SELECT id, :created_at FROM <created>."""
     return insert(OutboxEntry).from_select(
         ["event_id", "created_at"],

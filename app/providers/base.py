@@ -27,14 +27,14 @@ with lower-case names, the raw body bytes, and the endpoint's options.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 from hooklatch.errors import MalformedRequest, storable
+from hooklatch.jsontypes import JSON
 
 # What ordering_key and ordering_position read and give.
 from hooklatch.providers.keys import MAX_ORDERING_KEY_LENGTH as MAX_ORDERING_KEY_LENGTH
@@ -169,11 +169,11 @@ class Provider:
         endpoint with these options. Override it where an option names such a header."""
         return frozenset(name.lower() for name in self.credential_headers)
 
-    def payload(self, headers: Mapping[str, str], body: bytes) -> Any:
+    def payload(self, headers: Mapping[str, str], body: bytes) -> JSON:
         """The body as handlers see it (``event.payload``); JSON by default."""
         try:
-            return json.loads(body)
-        except NOT_JSON:
+            return load_json(body)
+        except MalformedRequest:
             return None
 
     def handshake(self, delivery: Delivery, *, secrets: Sequence[str]) -> HandshakeResponse | None:

@@ -23,11 +23,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.jsontypes import JSON, JSONObject
 from hooklatch.providers.base import (
     Delivery,
     HandshakeResponse,
@@ -144,11 +144,11 @@ class DiscordProvider(Provider):
         return {"Content-Type": "application/json"}, json.dumps(payload).encode()
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _interaction(payload: dict[str, Any]) -> IncomingEvent:
+def _interaction(payload: JSONObject) -> IncomingEvent:
     interaction_id, kind = payload.get("id"), _int(payload.get("type"))
     snowflake = _text(interaction_id)
     if snowflake is None or not (snowflake.isascii() and snowflake.isdigit()) or kind is None:
@@ -172,7 +172,7 @@ def _snowflake_time(snowflake: str) -> datetime | None:
     return unix_time(milliseconds, milliseconds=True)
 
 
-def _webhook_event(payload: dict[str, Any]) -> IncomingEvent:
+def _webhook_event(payload: JSONObject) -> IncomingEvent:
     event = payload.get("event")
     fields = event if isinstance(event, dict) else {}
     application_id = _text(payload.get("application_id"))
@@ -187,7 +187,7 @@ def _webhook_event(payload: dict[str, Any]) -> IncomingEvent:
     return IncomingEvent(external_id=key, type=kind, occurred_at=occurred_at(stamp), id_signed=True)
 
 
-def _subject(data: Any) -> str | None:
+def _subject(data: JSON) -> str | None:
     """What the event is about: its own id (an entitlement, a message) or its user's."""
     if not isinstance(data, dict):
         return None
@@ -195,5 +195,5 @@ def _subject(data: Any) -> str | None:
     return _text(data.get("id")) or (_text(user.get("id")) if isinstance(user, dict) else None)
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None

@@ -43,7 +43,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.jsontypes import JSON, JSONObject
 from hooklatch.providers.base import Delivery, IncomingEvent, Provider, require_header
+from hooklatch.providers.keys import dotted
 from hooklatch.providers.parsing import json_object, unix_time, unix_timestamp
 from hooklatch.providers.signing import check_signatures, check_timestamp
 
@@ -143,13 +145,6 @@ def _config(delivery: Delivery) -> Config:
         raise VerificationError(str(exc), reason="bad_option") from exc
 
 
-def _field(payload: dict[str, Any], path: str) -> Any:
-    value: Any = payload
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
-
-
 class GenericHmacProvider(Provider):
     name = "generic-hmac"
     # Unknown providers: longer than any retry schedule listed in PROVIDERS.md but
@@ -217,13 +212,13 @@ class GenericHmacProvider(Provider):
 
     def parse(self, delivery: Delivery) -> list[IncomingEvent]:
         config = _config(delivery)
-        payload: dict[str, Any] | None = None
+        payload: JSONObject | None = None
         if config.id_field or config.type_field:
             payload = json_object(delivery.body)
         if config.id_header:
-            external_id: Any = require_header(delivery, config.id_header)
+            external_id: JSON = require_header(delivery, config.id_header)
         else:
-            external_id = _field(payload or {}, config.id_field or "")
+            external_id = dotted(payload or {}, config.id_field or "")
         if isinstance(external_id, int) and not isinstance(external_id, bool):
             external_id = str(external_id)
         if not isinstance(external_id, str) or not external_id:
@@ -244,11 +239,11 @@ class GenericHmacProvider(Provider):
         return [IncomingEvent(external_id, event_type, occurred_at, id_signed=signed)]
 
     @staticmethod
-    def _type(delivery: Delivery, config: Config, payload: dict[str, Any] | None) -> str:
+    def _type(delivery: Delivery, config: Config, payload: JSONObject | None) -> str:
         if config.type_header:
             return require_header(delivery, config.type_header)
         if config.type_field:
-            value = _field(payload or {}, config.type_field)
+            value = dotted(payload or {}, config.type_field)
             if not isinstance(value, str) or not value:
                 raise MalformedRequest(
                     f"the body has no string at {config.type_field}", reason="malformed_body"

@@ -14,13 +14,13 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 from urllib.parse import parse_qs
 
 from hooklatch.errors import MalformedRequest
+from hooklatch.jsontypes import JSON
 from hooklatch.providers.base import Delivery, IncomingEvent, Provider, require_header
 from hooklatch.providers.keys import KeyedEvent, dotted, key_text, position_of
-from hooklatch.providers.parsing import NOT_JSON, json_object, occurred_at
+from hooklatch.providers.parsing import json_object, load_json, occurred_at
 from hooklatch.providers.signing import check_signatures, hmac_hex
 
 SIGNATURE = "X-Hub-Signature-256"
@@ -55,7 +55,7 @@ def _subject_field(event: KeyedEvent) -> str | None:
     return SUBJECTS.get(event.type.partition(".")[0])  # the type is "{event}.{action}"
 
 
-def _numbered(repository: Any, subject: Any) -> str | None:
+def _numbered(repository: JSON, subject: JSON) -> str | None:
     """``owner/repo#12``, or None unless the name is text and the number a count."""
     number = dotted(subject, "number")
     if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 2**63:
@@ -100,10 +100,10 @@ class GitHubProvider(Provider):
         updated_at = occurred_at(dotted(event.payload, f"{field}.updated_at")) if field else None
         return position_of(updated_at or event.occurred_at)
 
-    def payload(self, headers: Mapping[str, str], body: bytes) -> Any:
+    def payload(self, headers: Mapping[str, str], body: bytes) -> JSON:
         try:
-            return json.loads(self._json_bytes(headers, body))
-        except (*NOT_JSON, MalformedRequest):
+            return load_json(self._json_bytes(headers, body))
+        except MalformedRequest:
             return None
 
     @staticmethod

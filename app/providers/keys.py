@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from hooklatch.errors import storable
+from hooklatch.jsontypes import JSON
 
 
 class KeyedEvent(Protocol):
@@ -20,7 +21,7 @@ class KeyedEvent(Protocol):
     @property
     def type(self) -> str: ...
     @property
-    def payload(self) -> Any: ...
+    def payload(self) -> JSON: ...
     @property
     def headers(self) -> Mapping[str, str]: ...
     @property
@@ -45,7 +46,7 @@ def position_of(moment: datetime | None) -> int | None:
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def dotted(payload: Any, path: str) -> Any:
+def dotted(payload: JSON, path: str) -> JSON:
     """``payload["data"]["object"]["customer"]`` for ``data.object.customer``, or None
     where any step is missing or not an object."""
     value = payload
@@ -56,7 +57,7 @@ def dotted(payload: Any, path: str) -> Any:
     return value
 
 
-def key_text(value: Any) -> str | None:
+def key_text(value: object) -> str | None:
     """An id from a payload as a key: text or an integer (Shopify's ids are numbers);
     anything else, empty, or too long to store, is no key.
 
@@ -76,7 +77,7 @@ def key_text(value: Any) -> str | None:
     return stored_key(text)
 
 
-def stored_key(value: Any) -> str | None:
+def stored_key(value: object) -> str | None:
     """A plugin's ``ordering_key`` as ingest stores it: text as it is (the plugin's own
     ``key_text`` has written it), an integer as ``key_text`` writes it; None for anything
     else, and for empty or too long text, a NUL or a lone surrogate."""

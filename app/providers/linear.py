@@ -25,9 +25,9 @@ import re
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from hooklatch.errors import MalformedRequest
+from hooklatch.jsontypes import JSONObject
 from hooklatch.providers.base import Delivery, IncomingEvent, Provider, require_header
 from hooklatch.providers.keys import KeyedEvent, dotted, key_text, position_of
 from hooklatch.providers.parsing import json_object, occurred_at, unix_time, unix_timestamp
@@ -105,7 +105,7 @@ class LinearProvider(Provider):
         return position_of(updated_at or event.occurred_at or sent_at)
 
     @staticmethod
-    def _dedupe_key(delivery: Delivery, payload: dict[str, Any]) -> tuple[str, bool]:
+    def _dedupe_key(delivery: Delivery, payload: JSONObject) -> tuple[str, bool]:
         """The key from the signed body's fields, else the Linear-Delivery header (not
         signed); and whether it is signed."""
         webhook, kind, action, when = (

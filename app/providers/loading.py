@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 from datetime import timedelta
 from importlib.metadata import entry_points
-from typing import Any
 
 from hooklatch.providers.base import Provider
 from hooklatch.renamed import hint
@@ -47,7 +46,7 @@ def load_providers() -> dict[str, Provider]:
 
 # How hooklatch calls each method: a plugin whose method cannot take these is refused at
 # start rather than failing on its first delivery.
-CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
+CALLS: dict[str, tuple[tuple[object, ...], dict[str, object]]] = {
     "verify": ((None,), {"secrets": (), "now": None}),
     "parse": ((None,), {}),
     "handshake": ((None,), {"secrets": ()}),

@@ -31,9 +31,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from hooklatch.errors import Forbidden, MalformedRequest
+from hooklatch.jsontypes import JSON, JSONObject
 from hooklatch.providers.base import (
     Delivery,
     HandshakeResponse,
@@ -65,15 +65,17 @@ def _signature(secret: str, body: bytes) -> str:
     return PREFIX + hmac_hex(secret, body)
 
 
-def _digest(item: Any) -> str:
+def _digest(item: JSON) -> str:
     return json_digest(item)[:32]
 
 
-def _when(value: Any) -> datetime | None:
+def _when(value: JSON) -> datetime | None:
     """Meta's times: unix seconds, or milliseconds in Messenger; numbers or strings."""
+    if not isinstance(value, str | int | float):
+        return None
     try:
         number = int(value)
-    except (TypeError, ValueError, OverflowError):  # not a number, NaN, infinity
+    except (ValueError, OverflowError):  # not a number, NaN, infinity
         return None
     return unix_time(number, milliseconds=number > 10**11)
 
@@ -139,7 +141,7 @@ class MetaProvider(Provider):
         # Every id is read from (or is a digest of) the body, which the signature covers.
         return [replace(event, id_signed=True) for event in events]
 
-    def _entry_events(self, kind: str, entry: dict[str, Any]) -> list[IncomingEvent]:
+    def _entry_events(self, kind: str, entry: JSONObject) -> list[IncomingEvent]:
         where = f"{entry.get('id', '')}:{entry.get('time', '')}"
         events: list[IncomingEvent] = []
         for change in _objects(entry.get("changes")):
@@ -161,19 +163,21 @@ class MetaProvider(Provider):
 
     @staticmethod
     def _change_events(
-        kind: str, field: str, change: dict[str, Any], entry: dict[str, Any]
+        kind: str, field: str, change: JSONObject, entry: JSONObject
     ) -> list[IncomingEvent]:
         event_type = f"{kind}.{field}"
         value = change.get("value")
-        value = value if isinstance(value, dict) else {}
+        fields = value if isinstance(value, dict) else {}
         events = []
-        for message in _objects(value.get("messages")):
-            if isinstance(message.get("id"), str) and message["id"]:
+        for message in _objects(fields.get("messages")):
+            message_id = message.get("id")
+            if isinstance(message_id, str) and message_id:
                 when = _when(message.get("timestamp"))
-                events.append(IncomingEvent(message["id"], event_type, when))
-        for status in _objects(value.get("statuses")):
-            if isinstance(status.get("id"), str) and status["id"]:
-                key = f"{status['id']}:{status.get('status', '')}"
+                events.append(IncomingEvent(message_id, event_type, when))
+        for status in _objects(fields.get("statuses")):
+            status_id = status.get("id")
+            if isinstance(status_id, str) and status_id:
+                key = f"{status_id}:{status.get('status', '')}"
                 events.append(IncomingEvent(key, event_type, _when(status.get("timestamp"))))
         if not events:
             key = f"{entry.get('id', '')}:{entry.get('time', '')}:{field}:{_digest(change)}"
@@ -213,5 +217,5 @@ class MetaProvider(Provider):
         return {"Content-Type": "application/json"}, json.dumps(payload).encode()
 
 
-def _objects(value: Any) -> list[dict[str, Any]]:
+def _objects(value: JSON) -> list[JSONObject]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []

@@ -21,12 +21,12 @@ import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_der_public_key, load_pem_public_key
 
 from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.jsontypes import JSON
 from hooklatch.providers.base import Delivery, IncomingEvent, Provider, require_header
 from hooklatch.providers.parsing import json_digest, load_json, unix_time, unix_timestamp
 from hooklatch.providers.schemes import public_key_verifies
@@ -104,8 +104,9 @@ class SendGridProvider(Provider):
         return [self._event(item) for item in payload]
 
     @staticmethod
-    def _event(item: Any) -> IncomingEvent:
-        if not isinstance(item, dict) or not isinstance(item.get("event"), str):
+    def _event(item: JSON) -> IncomingEvent:
+        kind = item.get("event") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or not isinstance(kind, str):
             raise MalformedRequest(
                 "each SendGrid event must be an object with a string event",
                 reason="malformed_body",
@@ -113,9 +114,7 @@ class SendGridProvider(Provider):
         event_id = item.get("sg_event_id")
         if not isinstance(event_id, str) or not event_id:
             event_id = "sha256:" + json_digest(item)
-        return IncomingEvent(
-            event_id, item["event"], unix_time(item.get("timestamp")), id_signed=True
-        )
+        return IncomingEvent(event_id, kind, unix_time(item.get("timestamp")), id_signed=True)
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         raise ValueError(

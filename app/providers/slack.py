@@ -21,12 +21,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 from urllib.parse import parse_qs
 
 from hooklatch.errors import MalformedRequest
+from hooklatch.jsontypes import JSON, JSONObject
 from hooklatch.providers.base import Delivery, HandshakeResponse, IncomingEvent
-from hooklatch.providers.parsing import NOT_JSON, json_object, unix_time
+from hooklatch.providers.parsing import NOT_JSON, json_object, load_json, unix_time
 from hooklatch.providers.schemes import SchemeProvider, V0Signature
 
 FORM = "application/x-www-form-urlencoded"
@@ -71,15 +71,15 @@ class SlackProvider(SchemeProvider):
             )
         return [IncomingEvent(external_id=trigger_id, type=command, id_signed=True)]
 
-    def payload(self, headers: Mapping[str, str], body: bytes) -> Any:
+    def payload(self, headers: Mapping[str, str], body: bytes) -> JSON:
         """Events as sent; a slash command as a dict of its fields; an interaction as the
         JSON in its ``payload`` field."""
         try:
             if not _is_form(headers):
-                return json.loads(body)
+                return load_json(body)
             fields = _form(body)
-            return json.loads(fields["payload"]) if "payload" in fields else fields
-        except (*NOT_JSON, MalformedRequest):
+            return load_json(fields["payload"]) if "payload" in fields else {**fields}
+        except MalformedRequest:
             return None
 
     def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
@@ -115,7 +115,7 @@ def _form(body: bytes) -> dict[str, str]:
     return {name: values[0] for name, values in fields.items()}
 
 
-def _envelope(payload: dict[str, Any]) -> IncomingEvent:
+def _envelope(payload: JSONObject) -> IncomingEvent:
     kind = payload.get("type")
     if kind == "event_callback":
         event, event_id = payload.get("event"), payload.get("event_id")
@@ -144,7 +144,7 @@ def _envelope(payload: dict[str, Any]) -> IncomingEvent:
     )
 
 
-def _interaction(payload: dict[str, Any]) -> IncomingEvent:
+def _interaction(payload: JSONObject) -> IncomingEvent:
     kind, trigger_id = payload.get("type"), payload.get("trigger_id")
     if not isinstance(kind, str) or not kind:
         raise MalformedRequest("an interaction payload needs a type", reason="malformed_body")

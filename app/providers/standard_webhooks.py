@@ -198,8 +198,9 @@ class StandardWebhooksProvider(Provider):
         payload = load_json(delivery.body)
         event_type, when = "webhook", None
         if isinstance(payload, dict):
-            if isinstance(payload.get("type"), str) and payload["type"]:
-                event_type = payload["type"]
+            kind = payload.get("type")
+            if isinstance(kind, str) and kind:
+                event_type = kind
             when = occurred_at(payload.get("timestamp"))
         # webhook-id is part of the signed content.
         return [

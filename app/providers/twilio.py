@@ -26,16 +26,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from hooklatch.errors import MalformedRequest, VerificationError
+from hooklatch.jsontypes import JSON, JSONObject
 from hooklatch.providers.base import Delivery, IncomingEvent, Provider, require_header
-from hooklatch.providers.parsing import NOT_JSON, id_and_type, load_json, occurred_at
+from hooklatch.providers.parsing import id_and_type, load_json, occurred_at
 from hooklatch.providers.signing import any_digest_matches, require_secrets
 
 SIGNATURE = "X-Twilio-Signature"
@@ -196,17 +195,17 @@ class TwilioProvider(Provider):
             raise MalformedRequest("the body holds no event", reason="malformed_body")
         return events
 
-    def payload(self, headers: Mapping[str, str], body: bytes) -> Any:
+    def payload(self, headers: Mapping[str, str], body: bytes) -> JSON:
         """Form posts as a dict (a repeated name maps to the list of its values)."""
         try:
-            return json.loads(body)
-        except NOT_JSON:
+            return load_json(body)
+        except MalformedRequest:
             pass
         try:
             params = form_params(body)
         except MalformedRequest:
             return None
-        fields: dict[str, Any] = {}
+        fields: JSONObject = {}
         for name, value in params:
             previous = fields.get(name)
             if previous is None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 from hooklatch.errors import MalformedRequest
+from hooklatch.jsontypes import JSON
 from hooklatch.providers.base import Delivery, HandshakeResponse, IncomingEvent
 from hooklatch.providers.parsing import NOT_JSON, json_object, unix_time
 from hooklatch.providers.schemes import SchemeProvider, V0Signature
@@ -90,7 +90,7 @@ class ZoomProvider(SchemeProvider):
         return {"Content-Type": "application/json"}, json.dumps(payload).encode()
 
 
-def _object_key(payload: Any) -> str | None:
+def _object_key(payload: JSON) -> str | None:
     """The event's object: its uuid (one per meeting instance), else its id."""
     subject = payload.get("object") if isinstance(payload, dict) else None
     if not isinstance(subject, dict):

@@ -33,9 +33,10 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from hooklatch.errors import VerificationError
+from hooklatch.jsontypes import JSON
 from hooklatch.providers.base import Delivery, Provider
 from hooklatch.providers.loading import load_providers, validate
 
@@ -245,6 +246,6 @@ def checked(provider_class: type[Provider]) -> Provider:
     return _checked[provider_class]
 
 
-def json_body(payload: Any) -> bytes:
+def json_body(payload: JSON) -> bytes:
     """Compact JSON, unicode escaped as most providers send it."""
     return json.dumps(payload, separators=(",", ":")).encode()

@@ -11,6 +11,7 @@ from hooklatch.providers import (
     check_signatures,
     check_timestamp,
     hmac_hex,
+    id_and_type,
     json_object,
     require_header,
     unix_timestamp,
@@ -48,7 +49,8 @@ class KitProvider(Provider):
 
     def parse(self, delivery):
         payload = json_object(delivery.body)
-        return [IncomingEvent(payload["id"], payload["kind"], id_signed=True)]
+        event_id, kind = id_and_type(payload, type_field="kind", what="a kit event")
+        return [IncomingEvent(event_id, kind, id_signed=True)]
 
     def sign(self, delivery, *, secret, now):
         return kit_headers(delivery.body, secrets=[secret], now=now)

@@ -1,12 +1,16 @@
 """The verification helpers providers share: HMACs, header parsing, digest and clock checks."""
 
+import ast
 import base64
 import hashlib
 import hmac
+import inspect
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+import hooklatch.providers
 from hooklatch.errors import MalformedRequest, VerificationError
 from hooklatch.providers import (
     any_digest_matches,
@@ -16,6 +20,7 @@ from hooklatch.providers import (
     hmac_sha256,
     timestamped_signatures,
 )
+from tests.support.install import ROOT
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 FIVE_MINUTES = timedelta(minutes=5)
@@ -73,3 +78,26 @@ def test_a_timestamp_outside_the_tolerance_is_refused_with_its_skew(skew, reason
     assert caught.value.reason == reason
     assert caught.value.facts == {"timestamp_skew_seconds": float(skew)}
     assert "tolerance 300 s" in str(caught.value)
+
+
+def test_the_plugin_pages_helpers_are_the_contracts_own():
+    """docs/plugins.md gives every helper hooklatch.providers exports, with its arguments
+    and return type as declared."""
+    page = (ROOT / "docs" / "plugins.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```$", page, re.MULTILINE | re.DOTALL)
+    [block] = [each for each in blocks if "def check_signatures(" in each]
+    written = {
+        node.name: node for node in ast.parse(block).body if isinstance(node, ast.FunctionDef)
+    }
+    exported = {
+        name
+        for name in hooklatch.providers.__all__
+        if inspect.isfunction(getattr(hooklatch.providers, name))
+    }
+    assert set(written) == exported
+    for name, node in written.items():
+        [declared] = ast.parse(inspect.getsource(getattr(hooklatch.providers, name))).body
+        assert isinstance(declared, ast.FunctionDef)
+        assert ast.unparse(node.args) == ast.unparse(declared.args), name
+        assert node.returns is not None and declared.returns is not None, name
+        assert ast.unparse(node.returns) == ast.unparse(declared.returns), name
