@@ -8,14 +8,12 @@ from hooklatch.providers import (
     IncomingEvent,
     Provider,
     VerificationError,
-    check_signatures,
-    check_timestamp,
-    hmac_hex,
     id_and_type,
     json_object,
     require_header,
     unix_timestamp,
 )
+from hooklatch.providers.signing import check_signatures, check_timestamp, hmac_hex
 from hooklatch.testing import json_body
 from tests.support.providers import SignsWithEachSecret
 
