@@ -12,6 +12,7 @@ from hooklatch.crypto import SecretBox
 from hooklatch.endpoints.models import Endpoint, EndpointSecret
 from hooklatch.endpoints.service import add_secret, generate_secret, remove_secret
 from hooklatch.errors import BadRequest
+from hooklatch.jsontypes import JSONObject
 from hooklatch.providers.base import Provider
 
 
@@ -21,29 +22,15 @@ def set_enabled(
     if endpoint.enabled == enabled:
         return
     endpoint.enabled = enabled
-    audit.record(
-        session,
-        actor=actor,
-        action="endpoint_enabled" if enabled else "endpoint_disabled",
-        target=f"endpoint {endpoint.id}",
-        now=now,
-        details={"name": endpoint.name, "provider": endpoint.provider},
-    )
+    action = "endpoint_enabled" if enabled else "endpoint_disabled"
+    details: JSONObject = {"name": endpoint.name, "provider": endpoint.provider}
+    _record(session, endpoint, action, details, actor=actor, now=now)
 
 
 def created(session: Session, endpoint: Endpoint, *, actor: str, now: datetime) -> None:
-    audit.record(
-        session,
-        actor=actor,
-        action="endpoint_created",
-        target=f"endpoint {endpoint.id}",
-        now=now,
-        details={
-            "name": endpoint.name,
-            "provider": endpoint.provider,
-            "secrets": [s.fingerprint for s in endpoint.secrets],
-        },
-    )
+    details: JSONObject = {"name": endpoint.name, "provider": endpoint.provider}
+    details["secrets"] = [s.fingerprint for s in endpoint.secrets]
+    _record(session, endpoint, "endpoint_created", details, actor=actor, now=now)
 
 
 def secret_to_add(provider: Provider, given: str | None) -> tuple[str, bool]:
@@ -70,14 +57,7 @@ def secret_added(
     now: datetime,
 ) -> EndpointSecret:
     row = add_secret(session, endpoint, secret, box=box)
-    audit.record(
-        session,
-        actor=actor,
-        action="secret_added",
-        target=f"endpoint {endpoint.id}",
-        now=now,
-        details={"fingerprint": row.fingerprint, "secret_id": row.id},
-    )
+    _record(session, endpoint, "secret_added", _named(row), actor=actor, now=now)
     return row
 
 
@@ -85,12 +65,24 @@ def secret_removed(
     session: Session, endpoint: Endpoint, secret_ref: str, *, actor: str, now: datetime
 ) -> EndpointSecret:
     row = remove_secret(session, endpoint, secret_ref)
-    audit.record(
-        session,
-        actor=actor,
-        action="secret_removed",
-        target=f"endpoint {endpoint.id}",
-        now=now,
-        details={"fingerprint": row.fingerprint, "secret_id": row.id},
-    )
+    _record(session, endpoint, "secret_removed", _named(row), actor=actor, now=now)
     return row
+
+
+def _named(secret: EndpointSecret) -> JSONObject:
+    """A secret as the audit log names it: never its value."""
+    return {"fingerprint": secret.fingerprint, "secret_id": secret.id}
+
+
+def _record(
+    session: Session,
+    endpoint: Endpoint,
+    action: str,
+    details: JSONObject,
+    *,
+    actor: str,
+    now: datetime,
+) -> None:
+    """The audit entry of a change to ``endpoint``, in the transaction that makes it."""
+    target = f"endpoint {endpoint.id}"
+    audit.record(session, actor=actor, action=action, target=target, now=now, details=details)
