@@ -12,6 +12,7 @@ from importlib.resources import files
 from typing import Any
 
 from flask import current_app
+from flask.typing import ResponseReturnValue
 
 from hooklatch.admin.blueprint import bp
 
@@ -29,5 +30,5 @@ def load_spec() -> dict[str, Any]:
 
 
 @bp.get("/openapi.json")
-def openapi() -> Any:
+def openapi() -> ResponseReturnValue:
     return current_app.response_class(spec_text(), mimetype="application/json")

@@ -7,7 +7,7 @@ import getpass
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import click
 
@@ -18,7 +18,8 @@ from hooklatch.settings import Settings, SettingsError
 if TYPE_CHECKING:
     from hooklatch.runtime import Runtime
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def settings_of(ctx: click.Context) -> Settings:
@@ -57,17 +58,17 @@ def starting() -> Iterator[None]:
         raise click.ClickException(str(exc)) from exc
 
 
-def friendly(command: F) -> F:
+def friendly(command: Callable[P, R]) -> Callable[P, R]:
     """Render hooklatch's own errors as one clear line and exit 1."""
 
     @wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return command(*args, **kwargs)
         except (HooklatchError, LookupError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
 
-    return cast(F, wrapper)
+    return wrapper
 
 
 def cli_actor(given: str | None = None) -> str:

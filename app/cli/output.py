@@ -11,7 +11,7 @@ import click
 from hooklatch.display import visible
 
 
-def echo_json(value: Any) -> None:
+def echo_json(value: object) -> None:
     click.echo(json.dumps(value, indent=2, default=str))
 
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 import click
+from flask import Flask
 from gunicorn.app.base import BaseApplication
 from sqlalchemy import select
 
@@ -37,7 +38,7 @@ class _Gunicorn(BaseApplication):
         for key, value in {**shipped, **self.options}.items():
             self.cfg.set(key, value)
 
-    def load(self) -> Any:
+    def load(self) -> Flask:
         from hooklatch import create_app
 
         return create_app(self.settings)

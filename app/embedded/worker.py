@@ -22,7 +22,7 @@ import time
 from contextlib import suppress
 from typing import Any
 
-from gunicorn.workers.gthread import ThreadWorker
+from gunicorn.workers.gthread import TConn, ThreadWorker
 
 GRACE_SECONDS = 2.0
 MIN_RATE = 1000  # bytes per second
@@ -73,14 +73,14 @@ class PacedSocket:
         with suppress(OSError):  # already gone
             self._sock.shutdown(socket.SHUT_RDWR)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # whatever the socket's attribute is
         return getattr(self._sock, name)
 
 
 class PacedThreadWorker(ThreadWorker):
     """gunicorn's gthread worker, reading every request through a PacedSocket."""
 
-    def enqueue_req(self, conn: Any) -> None:
+    def enqueue_req(self, conn: TConn) -> None:
         if not self.cfg.is_ssl:
             if not isinstance(conn.sock, PacedSocket):
                 conn.sock = PacedSocket(conn.sock)

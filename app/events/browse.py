@@ -21,7 +21,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from psycopg2.errors import QueryCanceled
 from sqlalchemy import ColumnElement, Select, func, select, text, tuple_
@@ -56,7 +55,7 @@ class EventFilter:
     until: datetime | None = None
 
     @classmethod
-    def parse(cls, values: Mapping[str, Any], *, now: datetime) -> EventFilter:
+    def parse(cls, values: Mapping[str, object], *, now: datetime) -> EventFilter:
         """From form fields, query parameters or JSON: empty values are absent; a bad one
         is a BadRequest that names it. ``since`` and ``until`` take an ISO 8601 time
         (UTC unless it says otherwise) or an age: ``90s``, ``30m``, ``2h``, ``7d``."""
@@ -204,7 +203,7 @@ def _endpoint_id(session: Session, ref: str) -> str:
     return found or ""
 
 
-def _text(name: str, value: Any) -> str | None:
+def _text(name: str, value: object) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from hooklatch.jsontypes import JSON
 from hooklatch.providers.base import KeyedEvent, Provider, dotted, key_text, stored_key
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ class Incoming:
     occurred_at: datetime | None
 
 
-def key_by_path(payload: Any, path: str) -> str | None:
+def key_by_path(payload: JSON, path: str) -> str | None:
     """The first of the comma-separated dotted paths that names an id in the payload."""
     for candidate in path.split(","):
         key = key_text(dotted(payload, candidate.strip()))

@@ -38,7 +38,7 @@ def with_query(view: str, params: Mapping[str, Any]) -> str:
 
 
 @bp.app_template_filter("visible")
-def visible_filter(value: Any, keep: str = "") -> str:
+def visible_filter(value: object, keep: str = "") -> str:
     """``{{ key|visible }}``: text someone else chose, its invisible characters escaped
     (hooklatch.display). Only where text is shown: a form field keeps the value as is."""
     return visible(str(value), keep=keep)

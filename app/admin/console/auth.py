@@ -6,7 +6,6 @@ import hashlib
 import hmac
 import logging
 from datetime import timedelta
-from typing import Any
 
 from flask import (
     Flask,
@@ -18,6 +17,7 @@ from flask import (
     url_for,
 )
 from flask import session as cookie
+from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
@@ -124,7 +124,7 @@ def sign_out() -> None:
 
 
 @bp.before_request
-def _guard() -> Any:
+def _guard() -> ResponseReturnValue | None:
     settings = current_runtime().settings
     if not enabled(settings):
         return render_template("console/off.html"), 404
@@ -182,26 +182,26 @@ def _protect(response: Response) -> Response:
 
 
 @bp.errorhandler(CSRFError)
-def _csrf_refused(exc: CSRFError) -> Any:
+def _csrf_refused(exc: CSRFError) -> ResponseReturnValue:
     log.warning("console form refused: %s", exc.description)
     message = "This form was not sent by this console, or it expired: reload the page."
     return render_template("console/error.html", message=message, status=400), 400
 
 
 @bp.errorhandler(HooklatchError)
-def _refused(exc: HooklatchError) -> Any:
+def _refused(exc: HooklatchError) -> ResponseReturnValue:
     return render_template("console/error.html", message=exc.message, status=exc.status_code), (
         exc.status_code
     )
 
 
 @bp.errorhandler(404)
-def _not_found(exc: Exception) -> Any:
+def _not_found(exc: Exception) -> ResponseReturnValue:
     return render_template("console/error.html", message="Nothing here.", status=404), 404
 
 
 @bp.app_errorhandler(404)
-def _no_such_page(exc: HTTPException) -> Any:
+def _no_such_page(exc: HTTPException) -> ResponseReturnValue:
     """A URL under the console's that is none of its pages gets the console's page (no
     route matched, so the blueprint's own handler is not asked); any other, the JSON
     answer of every other route."""
