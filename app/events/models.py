@@ -25,6 +25,12 @@ from hooklatch.db import Base, UTCDateTime, utcnow
 # BIGINT ids on servers; SQLite only auto-increments INTEGER PRIMARY KEY.
 BigId = BigInteger().with_variant(Integer, "sqlite")
 
+
+def _partial_index(name: str, *columns: str, where: str) -> Index:
+    """An index of the rows ``where`` holds, alike on PostgreSQL and SQLite."""
+    return Index(name, *columns, postgresql_where=text(where), sqlite_where=text(where))
+
+
 PENDING = "pending"
 PROCESSED = "processed"
 IGNORED = "ignored"
@@ -52,44 +58,31 @@ class Event(Base):
         # Retention's payload pass: processed and ignored events that still hold their body,
         # oldest first. A row enters it when a worker finishes the event (ingest writes
         # pending rows: no entry, no cost) and leaves it when its payload is pruned.
-        Index(
+        _partial_index(
             "ix_events_prunable",
             "received_at",
-            postgresql_where=text("body IS NOT NULL AND status IN ('processed', 'ignored')"),
-            sqlite_where=text("body IS NOT NULL AND status IN ('processed', 'ignored')"),
+            where="body IS NOT NULL AND status IN ('processed', 'ignored')",
         ),
         # The console's list of dead events, newest first, at any table size: only dead
         # rows are in it, so it costs nothing to events that never die.
-        Index(
-            "ix_events_dead",
-            "id",
-            postgresql_where=text("status = 'dead'"),
-            sqlite_where=text("status = 'dead'"),
-        ),
+        _partial_index("ix_events_dead", "id", where="status = 'dead'"),
         # A key's pending events in the order they run (hooklatch.ordering): only keyed
         # pending rows are in it, so unkeyed traffic never touches it.
-        Index(
+        _partial_index(
             "ix_events_ordering",
             "endpoint_id",
             "ordering_key",
             "ordering_position",
             "id",
-            postgresql_where=text("ordering_key IS NOT NULL AND status = 'pending'"),
-            sqlite_where=text("ordering_key IS NOT NULL AND status = 'pending'"),
+            where="ordering_key IS NOT NULL AND status = 'pending'",
         ),
         # The events that repeat an earlier body, counted by endpoint.
-        Index(
-            "ix_events_repeated_bodies",
-            "endpoint_id",
-            postgresql_where=text("repeats_event_id IS NOT NULL"),
-            sqlite_where=text("repeats_event_id IS NOT NULL"),
+        _partial_index(
+            "ix_events_repeated_bodies", "endpoint_id", where="repeats_event_id IS NOT NULL"
         ),
         # The conflicting deliveries, counted by endpoint.
-        Index(
-            "ix_events_conflicts",
-            "endpoint_id",
-            postgresql_where=text("conflicts_with_event_id IS NOT NULL"),
-            sqlite_where=text("conflicts_with_event_id IS NOT NULL"),
+        _partial_index(
+            "ix_events_conflicts", "endpoint_id", where="conflicts_with_event_id IS NOT NULL"
         ),
     )
 
@@ -138,30 +131,17 @@ class OutboxEntry(Base):
     __tablename__ = "outbox"
     __table_args__ = (
         # The relay's poll: rows not handed to a job yet, oldest first.
-        Index(
-            "ix_outbox_undispatched",
-            "id",
-            postgresql_where=text("job_id IS NULL"),
-            sqlite_where=text("job_id IS NULL"),
-        ),
+        _partial_index("ix_outbox_undispatched", "id", where="job_id IS NULL"),
         # The relay's poll for the replay queue: replays' rows not handed out yet. Through
         # the index above it would walk every live row waiting (an outage's backlog) to
         # find the few replays behind them.
-        Index(
-            "ix_outbox_replays_undispatched",
-            "id",
-            postgresql_where=text("job_id IS NULL AND replay_id IS NOT NULL"),
-            sqlite_where=text("job_id IS NULL AND replay_id IS NOT NULL"),
+        _partial_index(
+            "ix_outbox_replays_undispatched", "id", where="job_id IS NULL AND replay_id IS NOT NULL"
         ),
         # Rows are found by a replay, never by its absence: NULLs (every row that is not a
         # replay) left in this index let a planner without statistics pair it with the
         # event_id index and read every outbox row for each pending event.
-        Index(
-            "ix_outbox_replay_id",
-            "replay_id",
-            postgresql_where=text("replay_id IS NOT NULL"),
-            sqlite_where=text("replay_id IS NOT NULL"),
-        ),
+        _partial_index("ix_outbox_replay_id", "replay_id", where="replay_id IS NOT NULL"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
@@ -253,12 +233,7 @@ class Attempt(Base):
     __table_args__ = (
         # Deleting a replay (with its event, by retention) sets its attempts' replay_id to
         # NULL: without this index, PostgreSQL scans every attempt for each replay deleted.
-        Index(
-            "ix_attempts_replay_id",
-            "replay_id",
-            postgresql_where=text("replay_id IS NOT NULL"),
-            sqlite_where=text("replay_id IS NOT NULL"),
-        ),
+        _partial_index("ix_attempts_replay_id", "replay_id", where="replay_id IS NOT NULL"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
