@@ -5,11 +5,11 @@ from hooklatch.endpoints.models import Endpoint, EndpointSecret, Refusal
 from hooklatch.events.activity import ActivityCount
 from hooklatch.events.models import (
     Attempt,
+    BulkReplay,
+    BulkReplayItem,
     Event,
     OutboxEntry,
     Replay,
-    ReplayBatch,
-    ReplayBatchItem,
 )
 from hooklatch.operations.models import (
     ConsoleSession,
@@ -22,6 +22,8 @@ __all__ = [
     "ActivityCount",
     "Attempt",
     "AuditEntry",
+    "BulkReplay",
+    "BulkReplayItem",
     "ConsoleSession",
     "Endpoint",
     "EndpointSecret",
@@ -31,7 +33,5 @@ __all__ = [
     "OutboxEntry",
     "Refusal",
     "Replay",
-    "ReplayBatch",
-    "ReplayBatchItem",
     "TokenFailures",
 ]

@@ -3,9 +3,13 @@ sign people in: hooklatch.admin.console) asks for the admin token as a bearer to
 
 from __future__ import annotations
 
-from flask import Blueprint, request
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from hooklatch.errors import Unauthorized
+from flask import Blueprint, request
+from sqlalchemy.exc import SQLAlchemyError
+
+from hooklatch.errors import StoreUnavailable, Unauthorized
 from hooklatch.operations.access import current_guard, request_address
 from hooklatch.runtime import current_runtime
 
@@ -24,3 +28,12 @@ def require_token() -> None:
     # 429 while this address is locked out after too many failures, whatever it sends.
     if not current_guard().check(bearer, [expected], address=request_address()):
         raise Unauthorized("a valid 'Authorization: Bearer <admin token>' header is required")
+
+
+@contextmanager
+def store_errors_as_503() -> Iterator[None]:
+    """503 ``store_unavailable`` where the database does not answer."""
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        raise StoreUnavailable() from exc

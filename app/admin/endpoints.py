@@ -7,26 +7,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from flask import request
+from flask.typing import ResponseReturnValue
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from hooklatch.admin.blueprint import bp
 from hooklatch.admin.inputs import api_actor, json_object, text_field, whole_number
 from hooklatch.endpoints import changes
-from hooklatch.endpoints.serialize import (
-    describe_endpoint,
-    describe_secret,
-    endpoint_details,
-    page,
-)
+from hooklatch.endpoints.serialize import describe_endpoint, describe_secret, page
 from hooklatch.endpoints.service import create_endpoint, get_endpoint
 from hooklatch.errors import BadRequest, Conflict, StoreUnavailable, storable
 from hooklatch.events.serialize import MAX_LIST_LIMIT
+from hooklatch.jsontypes import JSON, JSONObject
 from hooklatch.providers.base import Provider
 from hooklatch.runtime import current_runtime
+from hooklatch.services.endpoints import endpoint_details
 
 PAGE_SIZE = 100
 ADD_FIELDS = frozenset({"provider", "name", "secrets", "options", "requested_by"})
@@ -34,7 +31,7 @@ SECRET_FIELDS = frozenset({"secret", "requested_by"})
 
 
 @bp.get("/endpoints")
-def endpoints() -> Any:
+def endpoints() -> ResponseReturnValue:
     """Oldest first, ``limit`` at a time: ``next`` is the ``after`` of the next page."""
     runtime = current_runtime()
     limit = whole_number("limit", request.args.get("limit", str(PAGE_SIZE)), high=MAX_LIST_LIMIT)
@@ -49,7 +46,7 @@ def endpoints() -> Any:
 
 
 @bp.post("/endpoints")
-def add_endpoint() -> Any:
+def add_endpoint() -> ResponseReturnValue:
     """``{provider, name, secrets?, options?}``: 201 with the URL to give the provider.
     Given no secret, one is generated where the receiver chooses it (GitHub), answered in
     ``secret_values`` this once; where the provider chooses it (Stripe), the endpoint
@@ -73,31 +70,28 @@ def add_endpoint() -> Any:
     except IntegrityError as exc:  # the same name, added at the same moment elsewhere
         raise Conflict("an endpoint of that name exists already", reason="name_taken") from exc
     if plain and not given:
-        body["secret_values"] = plain
+        body["secret_values"] = [*plain]
     return body, 201, {"Location": f"{bp.url_prefix}/endpoints/{body['id']}"}
 
 
 @bp.get("/endpoints/<endpoint>")
-def endpoint(endpoint: str) -> Any:
+def endpoint(endpoint: str) -> ResponseReturnValue:
     """By id or name: secrets by fingerprint, refusals by reason, repeats and conflicts."""
-    runtime = current_runtime()
-    with runtime.session_factory() as session:
-        row = get_endpoint(session, endpoint)
-        return endpoint_details(session, row, public_url=runtime.settings.public_url)
+    return endpoint_details(current_runtime(), endpoint)
 
 
 @bp.post("/endpoints/<endpoint>/enable")
-def enable(endpoint: str) -> Any:
+def enable(endpoint: str) -> ResponseReturnValue:
     return _set_enabled(endpoint, True)
 
 
 @bp.post("/endpoints/<endpoint>/disable")
-def disable(endpoint: str) -> Any:
+def disable(endpoint: str) -> ResponseReturnValue:
     """Its deliveries are answered 404 from now on."""
     return _set_enabled(endpoint, False)
 
 
-def _set_enabled(ref: str, enabled: bool) -> Any:
+def _set_enabled(ref: str, enabled: bool) -> JSONObject:
     runtime = current_runtime()
     data = _fields(json_object(), frozenset({"requested_by"}))
     with _writing() as session:
@@ -107,7 +101,7 @@ def _set_enabled(ref: str, enabled: bool) -> Any:
 
 
 @bp.post("/endpoints/<endpoint>/secrets")
-def add_secret(endpoint: str) -> Any:
+def add_secret(endpoint: str) -> ResponseReturnValue:
     """``{secret?}``: both secrets verify until the old one is removed. Given none, one is
     generated where the receiver chooses it, answered in ``secret_value`` this once."""
     runtime = current_runtime()
@@ -126,7 +120,7 @@ def add_secret(endpoint: str) -> Any:
 
 
 @bp.delete("/endpoints/<endpoint>/secrets/<secret_ref>")
-def remove_secret(endpoint: str, secret_ref: str) -> Any:
+def remove_secret(endpoint: str, secret_ref: str) -> ResponseReturnValue:
     """By id or fingerprint; 409 ``last_secret`` for the only one."""
     runtime = current_runtime()
     data = _fields(json_object(), frozenset({"requested_by"}))
@@ -150,21 +144,21 @@ def _writing() -> Iterator[Session]:
         raise StoreUnavailable() from exc
 
 
-def _fields(data: dict[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
+def _fields(data: JSONObject, allowed: frozenset[str]) -> JSONObject:
     unknown = sorted(data.keys() - allowed)
     if unknown:
         raise BadRequest(f"unknown field {unknown[0][:40]!r}", reason="bad_parameter")
     return data
 
 
-def _required(data: dict[str, Any], name: str) -> str:
+def _required(data: JSONObject, name: str) -> str:
     value = text_field(data, name)
     if not value:
         raise BadRequest(f"{name} is required", reason="bad_parameter")
     return value
 
 
-def _provider(data: dict[str, Any]) -> Provider:
+def _provider(data: JSONObject) -> Provider:
     """The provider named; 400 ``unknown_provider`` if it is not installed."""
     providers = current_runtime().providers
     name = _required(data, "provider")
@@ -176,7 +170,7 @@ def _provider(data: dict[str, Any]) -> Provider:
     return providers[name]
 
 
-def _secret(value: Any, name: str) -> str | None:
+def _secret(value: JSON, name: str) -> str | None:
     """A secret given in the body: text; the message never repeats it."""
     if value is None:
         return None
@@ -185,17 +179,20 @@ def _secret(value: Any, name: str) -> str | None:
     return value
 
 
-def _secrets(data: dict[str, Any]) -> list[str]:
+def _secrets(data: JSONObject) -> list[str]:
     values = data.get("secrets", [])
     if not isinstance(values, list):
         raise BadRequest("secrets must be a list of text", reason="bad_secret")
     return [s for s in (_secret(v, "each secret") for v in values) if s is not None]
 
 
-def _options(data: dict[str, Any]) -> dict[str, str]:
+def _options(data: JSONObject) -> dict[str, str]:
     options = data.get("options") or {}
-    if not isinstance(options, dict) or not all(
-        isinstance(v, str) and storable(k) and storable(v) for k, v in options.items()
-    ):
+    texts = {
+        k: v
+        for k, v in (options.items() if isinstance(options, dict) else ())
+        if isinstance(v, str) and storable(k) and storable(v)
+    }
+    if not isinstance(options, dict) or len(texts) != len(options):
         raise BadRequest("options must be an object of text values", reason="bad_option")
-    return options
+    return texts

@@ -4,17 +4,18 @@ object body and its text fields (as the database can hold them), and who acts.""
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
 
 from flask import request
 
 from hooklatch.errors import BadRequest, storable
+from hooklatch.jsontypes import JSON, JSONObject
 from hooklatch.operations.access import request_address
 
 MAX_ID = 2**63 - 1  # events.id is a BIGINT
 
 
-def api_actor(data: dict[str, Any]) -> str:
+def api_actor(data: Mapping[str, JSON]) -> str:
     """Who acts, as the API records it: ``requested_by`` (else admin-api) and the address."""
     requested_by = (text_field(data, "requested_by") or "admin-api")[:150]
     return f"{requested_by} ({request_address()})"
@@ -33,7 +34,7 @@ def whole_number(name: str, text: str, *, high: int) -> int:
     return number
 
 
-def json_object() -> dict[str, Any]:
+def json_object() -> JSONObject:
     """The request's JSON object; none (an empty body) is an empty one."""
     body = request.get_data(cache=False)
     if not body.strip():
@@ -47,7 +48,7 @@ def json_object() -> dict[str, Any]:
     return data
 
 
-def text_field(data: dict[str, Any], name: str) -> str | None:
+def text_field(data: Mapping[str, JSON], name: str) -> str | None:
     """A text field of the body, as the database can store it: no NUL character and no
     lone surrogate ("\\ud800" is valid JSON, not UTF-8)."""
     value = data.get(name)

@@ -28,7 +28,7 @@ def _endpoint_json(
 
     data = describe_endpoint(endpoint, public_url=runtime.settings.public_url)
     if secrets is not None:
-        data["secret_values"] = secrets
+        data["secret_values"] = [*secrets]
     return data
 
 
@@ -128,44 +128,32 @@ def _endpoint_line(row: dict[str, Any]) -> str:
 def endpoints_show(ctx: click.Context, endpoint: str, reveal: bool) -> None:
     """The endpoint, its secrets' fingerprints, its refused deliveries by reason, and how
     many of its events repeat an earlier event's body, or its id with another body."""
-    from hooklatch.endpoints.serialize import endpoint_details
-    from hooklatch.endpoints.service import get_endpoint
+    from hooklatch.services.endpoints import endpoint_details
 
-    runtime = runtime_of(ctx)
-    with runtime.session_factory() as session:
-        row = get_endpoint(session, endpoint)
-        data = endpoint_details(session, row, public_url=runtime.settings.public_url)
-        if reveal:
-            data["secret_values"] = [runtime.box.decrypt(s.ciphertext) for s in row.secrets]
-        echo_json(data)
+    echo_json(endpoint_details(runtime_of(ctx), endpoint, reveal=reveal))
 
 
-@endpoints.command("disable")
-@click.argument("endpoint")
-@click.pass_context
-@friendly
-def endpoints_disable(ctx: click.Context, endpoint: str) -> None:
-    """Answer 404 to its deliveries from now on."""
-    _set_enabled(ctx, endpoint, False)
+def _switch(enabled: bool, description: str) -> click.Command:
+    """`endpoints enable` or `endpoints disable`."""
+
+    @click.command("enable" if enabled else "disable", help=description)
+    @click.argument("endpoint")
+    @click.pass_context
+    @friendly
+    def command(ctx: click.Context, endpoint: str) -> None:
+        from hooklatch.endpoints.service import get_endpoint
+
+        runtime = runtime_of(ctx)
+        with runtime.session_factory.begin() as session:
+            row = get_endpoint(session, endpoint)
+            changes.set_enabled(session, row, enabled, actor=cli_actor(), now=runtime.clock())
+        click.echo(f"endpoint {row.id} {'enabled' if enabled else 'disabled'}")
+
+    return command
 
 
-@endpoints.command("enable")
-@click.argument("endpoint")
-@click.pass_context
-@friendly
-def endpoints_enable(ctx: click.Context, endpoint: str) -> None:
-    """Take its deliveries again."""
-    _set_enabled(ctx, endpoint, True)
-
-
-def _set_enabled(ctx: click.Context, ref: str, enabled: bool) -> None:
-    from hooklatch.endpoints.service import get_endpoint
-
-    runtime = runtime_of(ctx)
-    with runtime.session_factory.begin() as session:
-        row = get_endpoint(session, ref)
-        changes.set_enabled(session, row, enabled, actor=cli_actor(), now=runtime.clock())
-    click.echo(f"endpoint {row.id} {'enabled' if enabled else 'disabled'}")
+endpoints.add_command(_switch(False, "Answer 404 to its deliveries from now on."))
+endpoints.add_command(_switch(True, "Take its deliveries again."))
 
 
 @endpoints.group("secrets")

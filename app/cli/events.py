@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -11,6 +11,9 @@ from hooklatch.cli.output import echo_json, emit, printable
 from hooklatch.display import counted
 from hooklatch.events.models import STATUSES, Event
 from hooklatch.events.serialize import MAX_LIST_LIMIT
+
+if TYPE_CHECKING:
+    from hooklatch.services.replays import DryRun
 
 
 @click.group()
@@ -90,68 +93,30 @@ def events_replay(
 ) -> None:
     """Run handlers again: one event (EVENT_ID), or every event a filter matches, oldest
     first at HOOKLATCH_REPLAY_BATCH_RATE a second, in the background (a bulk replay)."""
-    from hooklatch.events import batches
     from hooklatch.events.browse import EventFilter
-    from hooklatch.events.replay import replay_one
-    from hooklatch.events.serialize import describe_event, describe_replay
+    from hooklatch.services import replays
 
     runtime = runtime_of(ctx)
-    settings, now = runtime.settings, runtime.clock()
     actor = cli_actor(requested_by)
     values = {"type" if k == "event_type" else k: v for k, v in filters.items()}
-    chosen = EventFilter.parse(values, now=now)
+    chosen = EventFilter.parse(values, now=runtime.clock())
     if event_id is not None:
         if not chosen.is_empty() or dry_run:
             raise click.UsageError("give an EVENT_ID or a filter, not both")
         if not reason:
             raise click.UsageError("--reason is required")
-        with runtime.session_factory.begin() as session:
-            replay = replay_one(session, event_id, actor=actor, reason=reason, now=now)
-            echo_json(describe_replay(replay))
+        echo_json(replays.replay_event(runtime, event_id, actor=actor, reason=reason))
         return
     if chosen.is_empty():
         raise click.UsageError("give an EVENT_ID, or a filter (--status, --provider, ...)")
-    cap = settings.replay_batch_max
     if dry_run:
-        with runtime.session_factory() as session:
-            found = batches.plan(session, chosen, cap=cap)
-            sample = [describe_event(e) for e in found.sample]
-        if as_json:
-            echo_json(
-                {
-                    "matched": found.matched,
-                    "over_cap": found.over_cap,
-                    "watermark": found.watermark,
-                    "sample": sample,
-                }
-            )
-            return
-        more = "more than " if found.over_cap else ""
-        click.echo(
-            f"{more}{counted(min(found.matched, cap), 'event')} "
-            f"{'matches' if min(found.matched, cap) == 1 and not more else 'match'} "
-            f"{chosen.as_dict()}, up to event "
-            f"{found.watermark} (replay them with --watermark {found.watermark})"
-        )
-        if found.over_cap:
-            click.echo(f"over HOOKLATCH_REPLAY_BATCH_MAX ({cap}): narrow the filter")
-        for row in sample:
-            click.echo(_event_line(row))
+        _print_dry_run(replays.plan_bulk_replay(runtime, chosen), as_json=as_json)
         return
     if not reason:
         raise click.UsageError("--reason is required (or --dry-run)")
-    with runtime.session_factory.begin() as session:
-        batch = batches.start(
-            session,
-            chosen,
-            actor=actor,
-            reason=reason,
-            cap=cap,
-            rate=settings.replay_batch_rate,
-            now=now,
-            watermark=watermark,
-        )
-        shown = batches.describe(session, batch)
+    shown = replays.start_bulk_replay(
+        runtime, chosen, actor=actor, reason=reason, watermark=watermark
+    )
     if as_json:
         echo_json(shown)
     else:
@@ -160,6 +125,24 @@ def events_replay(
             f"{shown['rate']:g} a second; `hooklatch events batch {shown['id']}` shows how "
             "far it got"
         )
+
+
+def _print_dry_run(found: DryRun, *, as_json: bool) -> None:
+    if as_json:
+        keys = ("matched", "over_cap", "watermark", "sample")
+        echo_json({key: value for key, value in found.as_json().items() if key in keys})
+        return
+    shown = min(found.matched, found.cap)
+    more = "more than " if found.over_cap else ""
+    click.echo(
+        f"{more}{counted(shown, 'event')} {'matches' if shown == 1 and not more else 'match'} "
+        f"{found.filter}, up to event {found.watermark} "
+        f"(replay them with --watermark {found.watermark})"
+    )
+    if found.over_cap:
+        click.echo(f"over HOOKLATCH_REPLAY_BATCH_MAX ({found.cap}): narrow the filter")
+    for row in found.sample:
+        click.echo(_event_line(row))
 
 
 @events.command("batch")
@@ -174,15 +157,10 @@ def events_replay(
 @friendly
 def events_batch(ctx: click.Context, batch_id: int, cancel: bool, requested_by: str | None) -> None:
     """A bulk replay's progress, as JSON (or cancel it)."""
-    from hooklatch.events import batches
+    from hooklatch.services import replays
 
     runtime = runtime_of(ctx)
-    actor = cli_actor(requested_by)
-    with runtime.session_factory.begin() as session:
-        if cancel:
-            cancelled = batches.cancel(session, batch_id, actor=actor, now=runtime.clock())
-            shown = batches.describe(session, cancelled.batch)
-            shown["replays_cancelled"] = cancelled.replays
-        else:
-            shown = batches.describe(session, batches.get(session, batch_id))
-    echo_json(shown)
+    if cancel:
+        echo_json(replays.cancel_bulk_replay(runtime, batch_id, actor=cli_actor(requested_by)))
+    else:
+        echo_json(replays.show_bulk_replay(runtime, batch_id))

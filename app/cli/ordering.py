@@ -56,8 +56,7 @@ def ordering_set(
 ) -> None:
     """Change ENDPOINT's ordering (by id or name); what is not given stays as it is. Events
     stored from now on are keyed by the new settings."""
-    from hooklatch.endpoints.service import get_endpoint
-    from hooklatch.ordering.service import describe_ordering, set_ordering
+    from hooklatch.services.ordering import change_endpoint_ordering
 
     if key_path is not None and provider_key:
         raise click.UsageError("give --key-path or --provider-key, not both")
@@ -68,21 +67,16 @@ def ordering_set(
             "give --policy, --dead, --hold, --key-path or --provider-key "
             "(`hooklatch ordering show` shows the settings)"
         )
-    runtime = runtime_of(ctx)
-    with runtime.session_factory.begin() as session:
-        row = get_endpoint(session, endpoint)
-        changed = set_ordering(
-            session,
-            row,
-            actor=cli_actor(),
-            now=runtime.clock(),
-            policy=policy,
-            dead=dead,
-            hold_seconds=hold_seconds,
-            key_path=key_path,
-        )
-        data = describe_ordering(row)
-    _show(data, as_json=as_json, note="" if changed else " (unchanged)")
+    change = change_endpoint_ordering(
+        runtime_of(ctx),
+        endpoint,
+        actor=cli_actor(),
+        policy=policy,
+        dead=dead,
+        hold_seconds=hold_seconds,
+        key_path=key_path,
+    )
+    _show(change.ordering, as_json=as_json, note="" if change.changed else " (unchanged)")
 
 
 @ordering.command("show")
@@ -92,13 +86,9 @@ def ordering_set(
 @friendly
 def ordering_show(ctx: click.Context, endpoint: str, as_json: bool) -> None:
     """ENDPOINT's ordering settings."""
-    from hooklatch.endpoints.service import get_endpoint
-    from hooklatch.ordering.service import describe_ordering
+    from hooklatch.services.ordering import show_ordering
 
-    runtime = runtime_of(ctx)
-    with runtime.session_factory() as session:
-        data = describe_ordering(get_endpoint(session, endpoint))
-    _show(data, as_json=as_json)
+    _show(show_ordering(runtime_of(ctx), endpoint), as_json=as_json)
 
 
 def _show(data: dict[str, Any], *, as_json: bool, note: str = "") -> None:
@@ -127,12 +117,11 @@ def _show(data: dict[str, Any], *, as_json: bool, note: str = "") -> None:
 def ordering_blocked(ctx: click.Context, limit: int, as_json: bool) -> None:
     """Keys whose next event cannot run: parked behind a dead event, or failing at their
     first event; longest blocked first."""
-    from hooklatch.ordering.service import blocked_keys, count_blocked
+    from hooklatch.ordering.service import blocked_page
 
-    runtime = runtime_of(ctx)
-    with runtime.session_factory() as session:
-        rows = [b.as_json() for b in blocked_keys(session, limit=limit)]
-        total = count_blocked(session) if len(rows) == limit else len(rows)
+    with runtime_of(ctx).session_factory() as session:
+        found, total = blocked_page(session, limit=limit)
+    rows = [b.as_json() for b in found]
     if not as_json and not rows:
         click.echo("no blocked keys")
         return
@@ -162,15 +151,9 @@ def ordering_release(
 ) -> None:
     """Let KEY of ENDPOINT, parked by a dead event, go on: its next event runs at once. The
     dead event stays dead (`hooklatch events replay` runs it again)."""
-    from hooklatch.endpoints.service import get_endpoint
-    from hooklatch.ordering.service import release_key
+    from hooklatch.services.ordering import release_parked_key
 
-    runtime = runtime_of(ctx)
-    with runtime.session_factory.begin() as session:
-        row = get_endpoint(session, endpoint)
-        released = release_key(
-            session, row, key, actor=cli_actor(), reason=reason, now=runtime.clock()
-        )
+    released = release_parked_key(runtime_of(ctx), endpoint, key, actor=cli_actor(), reason=reason)
     if as_json:
         echo_json(released)
         return

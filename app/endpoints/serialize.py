@@ -1,21 +1,21 @@
-"""Endpoints as the CLI and the admin API show them, and listed a page at a time. A secret
-is shown by its id and fingerprint; its value only where it was just generated, once."""
+"""Endpoints as the CLI, the admin API and the console show them, and listed a page at a
+time. A secret is shown by its id and fingerprint; its value only where it was just
+generated, once."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from hooklatch.endpoints.models import Endpoint, EndpointSecret
-from hooklatch.endpoints.service import endpoint_url, get_endpoint, refusal_counts, shown_options
-from hooklatch.events.serialize import conflicts, repeated_bodies
+from hooklatch.endpoints.service import endpoint_url, get_endpoint, shown_options
+from hooklatch.jsontypes import JSONObject
 from hooklatch.ordering.service import ordering_of
 
 
-def describe_secret(secret: EndpointSecret) -> dict[str, Any]:
+def describe_secret(secret: EndpointSecret) -> JSONObject:
     last = secret.last_verified_at
     return {
         "id": secret.id,
@@ -25,7 +25,7 @@ def describe_secret(secret: EndpointSecret) -> dict[str, Any]:
     }
 
 
-def describe_endpoint(endpoint: Endpoint, *, public_url: str) -> dict[str, Any]:
+def describe_endpoint(endpoint: Endpoint, *, public_url: str) -> JSONObject:
     """Its URL, secrets by fingerprint, options (secret ones masked) and ordering."""
     return {
         "id": endpoint.id,
@@ -35,19 +35,8 @@ def describe_endpoint(endpoint: Endpoint, *, public_url: str) -> dict[str, Any]:
         "created_at": endpoint.created_at.isoformat(),
         "url": endpoint_url(public_url, endpoint),
         "secrets": [describe_secret(s) for s in endpoint.secrets],
-        "options": shown_options(endpoint.options),
+        "options": {**shown_options(endpoint.options)},
         "ordering": ordering_of(endpoint),
-    }
-
-
-def endpoint_details(session: Session, endpoint: Endpoint, *, public_url: str) -> dict[str, Any]:
-    """``describe_endpoint``, with its refused deliveries by reason, and how many of its
-    events repeat an earlier event's body, or its id with another body."""
-    return {
-        **describe_endpoint(endpoint, public_url=public_url),
-        "refused": refusal_counts(session, endpoint.id),
-        "repeated_bodies": repeated_bodies(session, endpoint.id),
-        "conflicts": conflicts(session, endpoint.id),
     }
 
 

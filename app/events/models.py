@@ -155,7 +155,7 @@ class OutboxEntry(Base):
     lost_dispatches: Mapped[int] = mapped_column(Integer, server_default="0")
 
 
-class ReplayBatch(Base):
+class BulkReplay(Base):
     """A bulk replay: the events a filter matched when it was planned (its items),
     replayed oldest first at a limited rate by the relays, each at most once."""
 
@@ -170,7 +170,7 @@ class ReplayBatch(Base):
     watermark: Mapped[int] = mapped_column(BigInteger)
     matched: Mapped[int] = mapped_column(Integer)
     replayed: Mapped[int] = mapped_column(Integer, default=0)
-    # Events that succeeded since the batch was planned, or whose payload was pruned.
+    # Events that succeeded since the bulk replay was planned, or whose payload was pruned.
     skipped: Mapped[int] = mapped_column(Integer, default=0)
     # Replays requested per second, at most, whichever relays advance it.
     rate: Mapped[float] = mapped_column(Float)
@@ -181,8 +181,8 @@ class ReplayBatch(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
-class ReplayBatchItem(Base):
-    """One event of a batch, written when it is planned: the set is frozen then. An item
+class BulkReplayItem(Base):
+    """One event of a bulk replay, written when it is planned: the set is frozen then. An item
     is claimed (``FOR UPDATE SKIP LOCKED``) and given its outcome in the transaction
     that requests its replay, so no relay replays it twice."""
 
@@ -203,7 +203,7 @@ class Replay(Base):
 
     __tablename__ = "replays"
     __table_args__ = (
-        # One replay per event and batch, whatever happens to the relay advancing it.
+        # One replay per event and bulk replay, whatever happens to the relay advancing it.
         UniqueConstraint("batch_id", "event_id"),
     )
 

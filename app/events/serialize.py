@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from hooklatch.events.models import Attempt, Event, Replay
+from hooklatch.jsontypes import JSONObject
 
 
-def describe_event(event: Event) -> dict[str, Any]:
+def describe_event(event: Event) -> JSONObject:
     return {
         "id": event.id,
         "endpoint_id": event.endpoint_id,
@@ -34,7 +34,7 @@ def describe_event(event: Event) -> dict[str, Any]:
     }
 
 
-def event_history(session: Session, event: Event) -> dict[str, Any]:
+def event_history(session: Session, event: Event) -> JSONObject:
     attempts = session.scalars(
         select(Attempt).where(Attempt.event_id == event.id).order_by(Attempt.id)
     ).all()
@@ -50,8 +50,8 @@ def event_history(session: Session, event: Event) -> dict[str, Any]:
         **describe_event(event),
         # Retention deleted the body and headers: the event can no longer be replayed.
         "payload_pruned": event.body is None,
-        "repeated_by": repeated_by,
-        "conflicted_by": conflicted_by,
+        "repeated_by": [*repeated_by],
+        "conflicted_by": [*conflicted_by],
         "attempts_log": [
             {
                 "number": a.number,
@@ -69,7 +69,12 @@ def event_history(session: Session, event: Event) -> dict[str, Any]:
     }
 
 
-def _flagged_by(session: Session, event: Event, shared: Any, flag: Any) -> list[int]:
+def _flagged_by(
+    session: Session,
+    event: Event,
+    shared: InstrumentedAttribute[str],
+    flag: InstrumentedAttribute[int | None],
+) -> list[int]:
     """The events of ``event``'s endpoint that share its value of ``shared`` and name it
     in ``flag``, oldest first."""
     query = select(Event.id).where(
@@ -80,7 +85,7 @@ def _flagged_by(session: Session, event: Event, shared: Any, flag: Any) -> list[
     return list(session.scalars(query.order_by(Event.id)))
 
 
-def describe_replay(replay: Replay) -> dict[str, Any]:
+def describe_replay(replay: Replay) -> JSONObject:
     return {
         "id": replay.id,
         "event_id": replay.event_id,
@@ -104,7 +109,7 @@ def conflicts(session: Session, endpoint_id: str) -> int:
     return _flagged(session, endpoint_id, Event.conflicts_with_event_id)
 
 
-def _flagged(session: Session, endpoint_id: str, flag: Any) -> int:
+def _flagged(session: Session, endpoint_id: str, flag: InstrumentedAttribute[int | None]) -> int:
     """Counted on a partial index of the flagged rows (ix_events_repeated_bodies,
     ix_events_conflicts)."""
     return (

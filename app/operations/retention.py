@@ -43,15 +43,15 @@ from hooklatch.db import Base
 from hooklatch.endpoints.models import Refusal
 from hooklatch.events.activity import ActivityCount, hour_of
 from hooklatch.events.activity import delete_before as delete_activity_before
-from hooklatch.events.batches import RUNNING
+from hooklatch.events.bulk_replays import RUNNING
 from hooklatch.events.models import (
     IGNORED,
     PENDING,
     PROCESSED,
+    BulkReplay,
     Event,
     OutboxEntry,
     Replay,
-    ReplayBatch,
 )
 from hooklatch.operations.models import (
     ConsoleSession,
@@ -133,7 +133,7 @@ class Retention:
                 result.deleted_activity = _count(
                     session, ActivityCount, ActivityCount.hour < hour_of(dedupe_cutoff)
                 )
-                result.deleted_batches = _count(session, ReplayBatch, _old_batch(dedupe_cutoff))
+                result.deleted_batches = _count(session, BulkReplay, _old_batch(dedupe_cutoff))
                 result.deleted_audit = _count(session, AuditEntry, AuditEntry.at < audit_cutoff)
                 result.deleted_keys = _count(session, OrderingKey, _idle_key(dedupe_cutoff))
                 result.deleted_sessions = _count(
@@ -168,7 +168,7 @@ class Retention:
                 ("deleted_activity", lambda s: delete_activity_before(s, dedupe_cutoff)),
                 (
                     "deleted_batches",
-                    lambda s: _delete_where(s, ReplayBatch, _old_batch(dedupe_cutoff)),
+                    lambda s: _delete_where(s, BulkReplay, _old_batch(dedupe_cutoff)),
                 ),
                 (
                     "deleted_audit",
@@ -273,7 +273,7 @@ def _idle_key(cutoff: datetime) -> ColumnElement[bool]:
 
 
 def _old_batch(cutoff: datetime) -> ColumnElement[bool]:
-    return and_(ReplayBatch.status != RUNNING, ReplayBatch.created_at < cutoff)
+    return and_(BulkReplay.status != RUNNING, BulkReplay.created_at < cutoff)
 
 
 def _delete_where(session: Session, entity: type[Base], condition: ColumnElement[bool]) -> int:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, Select, Subquery, func, select
 from sqlalchemy.orm import Session
 
 from hooklatch import audit
@@ -16,6 +16,7 @@ from hooklatch.endpoints.models import Endpoint
 from hooklatch.endpoints.ordering import DEAD_POLICIES, FIFO, MAX_HOLD_SECONDS, POLICIES
 from hooklatch.errors import BadRequest, NotFound
 from hooklatch.events.models import DEAD, PENDING, Attempt, Event
+from hooklatch.jsontypes import JSONObject
 from hooklatch.ordering import claims
 from hooklatch.ordering.claims import KeyRef
 from hooklatch.ordering.models import OrderingKey
@@ -26,7 +27,7 @@ KEY_PATH = re.compile(
 )
 
 
-def ordering_of(endpoint: Endpoint) -> dict[str, Any]:
+def ordering_of(endpoint: Endpoint) -> JSONObject:
     return {
         "policy": endpoint.ordering,
         "dead": endpoint.ordering_dead,
@@ -35,7 +36,7 @@ def ordering_of(endpoint: Endpoint) -> dict[str, Any]:
     }
 
 
-def describe_ordering(endpoint: Endpoint) -> dict[str, Any]:
+def describe_ordering(endpoint: Endpoint) -> JSONObject:
     """The settings as the CLI, the API and the console show them."""
     return {
         "endpoint_id": endpoint.id,
@@ -43,6 +44,15 @@ def describe_ordering(endpoint: Endpoint) -> dict[str, Any]:
         **ordering_of(endpoint),
         "revision": endpoint.revision,
     }
+
+
+class OrderingChanges(TypedDict, total=False):
+    """Settings to change (``set_ordering``): one left out, or None, stays as it is."""
+
+    policy: str | None
+    dead: str | None
+    hold_seconds: int | None
+    key_path: str | None  # "": the provider's key again
 
 
 def set_ordering(
@@ -121,7 +131,7 @@ class BlockedKey:
     since: datetime | None
     waiting: int  # events behind it
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> JSONObject:
         data = asdict(self)
         data["since"] = self.since.isoformat() if self.since else None
         return data
@@ -132,6 +142,13 @@ def blocked_keys(session: Session, *, limit: int = 100) -> list[BlockedKey]:
     found = _parked(session, limit) + _failing(session, limit)
     found.sort(key=lambda b: (b.since is None, b.since or datetime.min))
     return found[:limit]
+
+
+def blocked_page(session: Session, *, limit: int) -> tuple[list[BlockedKey], int]:
+    """``blocked_keys``, and how many keys are blocked in all (counted again only when
+    there are more than the page shows)."""
+    found = blocked_keys(session, limit=limit)
+    return found, count_blocked(session) if len(found) == limit else len(found)
 
 
 def _parked(session: Session, limit: int) -> list[BlockedKey]:
@@ -150,7 +167,7 @@ def _parked(session: Session, limit: int) -> list[BlockedKey]:
     ]
 
 
-def _heads() -> Any:
+def _heads() -> Subquery:
     """Each fifo key's first pending event (rank 1), as a subquery."""
     return (
         select(
@@ -173,7 +190,7 @@ def _heads() -> Any:
     )
 
 
-def _parked_rows() -> Any:
+def _parked_rows() -> Select[str, str, int | None, datetime | None, str | None]:
     return (
         select(
             OrderingKey.endpoint_id,
@@ -237,7 +254,7 @@ def _waiting(session: Session, ref: KeyRef, holder: int) -> int:
 
 def release_key(
     session: Session, endpoint: Endpoint, key: str, *, actor: str, reason: str, now: datetime
-) -> dict[str, Any]:
+) -> JSONObject:
     """Let a key parked by a dead event go on: its next event is handed out at once. The
     dead event stays dead (replay it to run it again)."""
     if not reason.strip():

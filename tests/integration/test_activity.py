@@ -10,7 +10,7 @@ from datetime import timedelta
 from sqlalchemy import text
 
 from hooklatch import audit
-from hooklatch.events import activity, batches
+from hooklatch.events import activity, bulk_replays
 from hooklatch.events.browse import EventFilter
 from hooklatch.operations.retention import Retention
 from tests.support.database import count
@@ -98,7 +98,7 @@ def test_old_activity_finished_batches_and_old_audit_entries_are_deleted(client,
         c.execute(text("DELETE FROM outbox"))
     now = runtime.clock()
     with runtime.session_factory.begin() as session:
-        batches.start(
+        bulk_replays.start(
             session, EventFilter(status="dead"), actor="a", reason="r", cap=10, rate=1, now=now
         )
         audit.record(session, actor="a", action="endpoint_disabled", target="x", now=now)

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from sqlalchemy import text
 
-from hooklatch.events import batches
+from hooklatch.events import bulk_replays
 from hooklatch.events.browse import EventFilter
 from tests.support.cli import run_cli
 from tests.support.database import count, load_event
@@ -32,12 +32,12 @@ def dead_events(client, runtime, endpoint, *names, event_type="effect.bulk"):
 
 def step(runtime, now):
     with runtime.session_factory.begin() as session:
-        return batches.advance(session, now=now, window=runtime.settings.replay_batch_window)
+        return bulk_replays.advance(session, now=now, window=runtime.settings.replay_batch_window)
 
 
 def start(runtime, chosen, *, reason="fixed the bug", rate=100.0, cap=10_000, now=None):
     with runtime.session_factory.begin() as session:
-        batch = batches.start(
+        batch = bulk_replays.start(
             session,
             chosen,
             actor="alice",
@@ -79,7 +79,7 @@ def test_a_batch_replays_its_frozen_set_oldest_first_at_its_rate_each_once(clien
 
     # Two relays at the same moment: one holds the batch, the other finds nothing to do.
     with runtime.session_factory.begin() as holder:
-        assert batches.advance(holder, now=t0 + timedelta(seconds=2), window=100) == 2
+        assert bulk_replays.advance(holder, now=t0 + timedelta(seconds=2), window=100) == 2
         other = []
         thread = threading.Thread(
             target=lambda: other.append(step(runtime, t0 + timedelta(seconds=2)))
@@ -93,7 +93,7 @@ def test_a_batch_replays_its_frozen_set_oldest_first_at_its_rate_each_once(clien
     with runtime.engine.connect() as c:
         assert list(c.execute(text(replayed), {"b": batch_id}).scalars()) == ids  # not `late`
     with runtime.session_factory() as session:
-        shown = batches.describe(session, batches.get(session, batch_id))
+        shown = bulk_replays.describe(session, bulk_replays.get(session, batch_id))
     assert (shown["status"], shown["replayed"], shown["skipped"], shown["left"]) == (
         "done",
         5,
@@ -104,7 +104,7 @@ def test_a_batch_replays_its_frozen_set_oldest_first_at_its_rate_each_once(clien
     assert [load_event(runtime, i).status for i in ids] == ["processed"] * 5
     assert load_event(runtime, late[0]).status == "dead"
     with runtime.session_factory() as session:
-        assert batches.describe(session, batches.get(session, batch_id))["replays"] == {
+        assert bulk_replays.describe(session, bulk_replays.get(session, batch_id))["replays"] == {
             "succeeded": 5
         }
 
@@ -121,7 +121,7 @@ def test_an_event_that_succeeded_since_the_plan_is_skipped(client, runtime, rout
 
     assert step(runtime, t0 + timedelta(seconds=1)) == 2
     with runtime.session_factory() as session:
-        shown = batches.describe(session, batches.get(session, batch_id))
+        shown = bulk_replays.describe(session, bulk_replays.get(session, batch_id))
     assert (shown["replayed"], shown["skipped"]) == (1, 1)
     assert count(runtime, "SELECT count(*) FROM replays WHERE batch_id = :b", b=batch_id) == 1
     assert count(runtime, "SELECT count(*) FROM replays WHERE event_id = :e", e=second) == 1
@@ -325,7 +325,7 @@ def test_a_batch_confirmed_twice_replays_each_event_once(client, runtime):
     assert step(runtime, t0 + timedelta(seconds=1)) == 2  # the first batch, done
     assert step(runtime, t0 + timedelta(seconds=2)) == 2  # the second, all skipped
     with runtime.session_factory() as session:
-        shown = batches.describe(session, batches.get(session, second))
+        shown = bulk_replays.describe(session, bulk_replays.get(session, second))
     assert (shown["status"], shown["replayed"], shown["skipped"]) == ("done", 0, 2)
     for event_id in ids:
         assert count(runtime, "SELECT count(*) FROM replays WHERE event_id = :e", e=event_id) == 1
@@ -340,7 +340,7 @@ def test_batches_run_one_after_the_other_whatever_the_relays(client, runtime):
     start(runtime, EventFilter(status="dead", type="effect.bulk"), rate=1.0, now=t0)
     later, _ = start(runtime, EventFilter(status="dead", type="effect.other"), rate=1.0, now=t0)
     with runtime.session_factory.begin() as holder:  # one relay advances the oldest batch
-        assert batches.advance(holder, now=t0 + timedelta(seconds=1), window=100) == 1
+        assert bulk_replays.advance(holder, now=t0 + timedelta(seconds=1), window=100) == 1
         other = []
         thread = threading.Thread(
             target=lambda: other.append(step(runtime, t0 + timedelta(seconds=1)))

@@ -436,6 +436,6 @@ def test_every_console_page_fits_a_phone_375_px_wide_and_a_desktop(browser, stac
     for endpoint, url in sorted(urls.items()):
         if endpoint not in OPEN_PAGES:
             fits(page, url, wide=True)
-            if endpoint == "console.replay_batch":
+            if endpoint == "console.bulk_replay":
                 screenshot(page, "bulk-replay-failed")
     desktop.close()

@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from hooklatch.audit import REASON_MAX
 from hooklatch.display import counted, shown_time
-from hooklatch.events import batches
+from hooklatch.events import bulk_replays
 from tests.support.cli import run_cli
 from tests.support.console import csrf_of, signed_in
 from tests.support.database import count
@@ -105,7 +105,7 @@ def run_batch(client, runtime, reason="API back up"):
     batch_id = int(answer.location.rsplit("/", 1)[1])
     later = runtime.clock() + timedelta(minutes=5)
     with runtime.session_factory.begin() as session:
-        batches.advance(session, now=later, window=runtime.settings.replay_batch_window)
+        bulk_replays.advance(session, now=later, window=runtime.settings.replay_batch_window)
     drain(runtime)
     return batch_id
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from alembic import command
 
-from hooklatch.events import batches
+from hooklatch.events import bulk_replays
 from hooklatch.events.browse import EventFilter
 from hooklatch.migrations import alembic_config
 from hooklatch.workers.relay.loop import Relay
@@ -36,7 +36,7 @@ def test_on_sqlite_a_batch_keeps_its_window_and_a_cancel_stops_what_has_not_run(
     relay = Relay(runtime, InlineSink(runtime))
     t0 = runtime.clock()
     with runtime.session_factory.begin() as session:
-        batch_id = batches.start(
+        batch_id = bulk_replays.start(
             session,
             EventFilter(status="dead"),
             actor="alice",
@@ -49,7 +49,7 @@ def test_on_sqlite_a_batch_keeps_its_window_and_a_cancel_stops_what_has_not_run(
     def step(seconds):
         with runtime.session_factory.begin() as session:
             now = t0 + timedelta(seconds=seconds)
-            return batches.advance(session, now=now, window=2)
+            return bulk_replays.advance(session, now=now, window=2)
 
     assert step(1) == 2
     assert step(2) == 0  # two wait to be run
@@ -57,7 +57,7 @@ def test_on_sqlite_a_batch_keeps_its_window_and_a_cancel_stops_what_has_not_run(
     assert ran == dead[:2]
     assert step(3) == 2
     with runtime.session_factory.begin() as session:
-        cancelled = batches.cancel(session, batch_id, actor="bob", now=t0)
+        cancelled = bulk_replays.cancel(session, batch_id, actor="bob", now=t0)
         assert cancelled.replays == 2
     assert relay.relay_once() == 0
     assert ran == dead[:2]

@@ -12,7 +12,7 @@ from redis import Redis
 from rq import Queue, SimpleWorker
 from sqlalchemy import text
 
-from hooklatch.events import batches
+from hooklatch.events import bulk_replays
 from hooklatch.events.browse import EventFilter
 from hooklatch.workers.relay.sinks import SERIALIZER
 from hooklatch.workers.worker import jobs
@@ -37,7 +37,7 @@ def replay_queue(runtime):
 
 def start(runtime, *, rate=100.0, now):
     with runtime.session_factory.begin() as session:
-        batch = batches.start(
+        batch = bulk_replays.start(
             session,
             EventFilter(status="dead"),
             actor="alice",
@@ -51,7 +51,7 @@ def start(runtime, *, rate=100.0, now):
 
 def step(runtime, now, *, window=100):
     with runtime.session_factory.begin() as session:
-        return batches.advance(session, now=now, window=window)
+        return bulk_replays.advance(session, now=now, window=window)
 
 
 def statuses(runtime, batch_id):
@@ -152,7 +152,7 @@ def test_a_batch_asks_for_replays_only_while_fewer_than_its_window_wait(client, 
     assert step(runtime, t0 + timedelta(seconds=4), window=3) == 1
     assert step(runtime, t0 + timedelta(seconds=5), window=3) == 0
     with runtime.session_factory() as session:
-        shown = batches.describe(session, batches.get(session, batch_id))
+        shown = bulk_replays.describe(session, bulk_replays.get(session, batch_id))
     assert (shown["status"], shown["replayed"], shown["left"]) == ("done", 6, 0)
 
 

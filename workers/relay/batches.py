@@ -1,5 +1,5 @@
 """Bulk replays advance in every relay: a thread that takes a running batch's next step
-every second (``hooklatch.events.batches.advance``), while fewer than
+every second (``hooklatch.events.bulk_replays.advance``), while fewer than
 HOOKLATCH_REPLAY_BATCH_WINDOW replays wait to be run. No singleton: the batch row is
 claimed with ``SKIP LOCKED``, so relays take turns on one batch, and its rate holds
 whatever their number."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from hooklatch.events import batches
+from hooklatch.events import bulk_replays
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay import background
 
@@ -25,7 +25,7 @@ class BatchRunner:
 
     def once(self) -> int:
         with self.runtime.session_factory.begin() as session:
-            settled = batches.advance(
+            settled = bulk_replays.advance(
                 session, now=self.runtime.clock(), window=self.runtime.settings.replay_batch_window
             )
         if settled:

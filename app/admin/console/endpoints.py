@@ -5,9 +5,8 @@ never again) and removing one."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import flash, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from sqlalchemy import select
 
 from hooklatch.admin.console.auth import actor
@@ -15,18 +14,15 @@ from hooklatch.admin.console.blueprint import bp
 from hooklatch.endpoints import changes
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.endpoints.ordering import DEAD_POLICIES, MAX_HOLD_SECONDS, POLICIES
-from hooklatch.endpoints.service import (
-    endpoint_url,
-    get_endpoint,
-    refusal_counts,
-)
+from hooklatch.endpoints.service import endpoint_url, get_endpoint
 from hooklatch.errors import BadRequest
-from hooklatch.ordering.service import set_ordering
 from hooklatch.runtime import current_runtime
+from hooklatch.services.endpoints import endpoint_details
+from hooklatch.services.ordering import change_endpoint_ordering
 
 
 @bp.get("/endpoints")
-def endpoints() -> Any:
+def endpoints() -> ResponseReturnValue:
     runtime = current_runtime()
     with runtime.session_factory() as session:
         rows = [
@@ -37,31 +33,26 @@ def endpoints() -> Any:
 
 
 @bp.get("/endpoints/<endpoint_id>")
-def endpoint(endpoint_id: str) -> Any:
+def endpoint(endpoint_id: str) -> ResponseReturnValue:
     return _endpoint_page(endpoint_id)
 
 
-def _endpoint_page(endpoint_id: str, *, new_secret: str | None = None) -> Any:
+def _endpoint_page(endpoint_id: str, *, new_secret: str | None = None) -> str:
     runtime = current_runtime()
-    with runtime.session_factory() as session:
-        row = get_endpoint(session, endpoint_id)
-        page = render_template(
-            "console/endpoint.html",
-            endpoint=row,
-            url=endpoint_url(runtime.settings.public_url, row),
-            secrets=list(row.secrets),
-            refused=refusal_counts(session, row.id),
-            generates=runtime.provider(row.provider).generates_secret,
-            new_secret=new_secret,
-            policies=POLICIES,
-            dead_policies=DEAD_POLICIES,
-            max_hold=MAX_HOLD_SECONDS,
-        )
-    return page
+    details = endpoint_details(runtime, endpoint_id)
+    return render_template(
+        "console/endpoint.html",
+        endpoint=details,
+        generates=runtime.provider(str(details["provider"])).generates_secret,
+        new_secret=new_secret,
+        policies=POLICIES,
+        dead_policies=DEAD_POLICIES,
+        max_hold=MAX_HOLD_SECONDS,
+    )
 
 
 @bp.post("/endpoints/<endpoint_id>/enabled")
-def set_enabled(endpoint_id: str) -> Any:
+def set_enabled(endpoint_id: str) -> ResponseReturnValue:
     runtime = current_runtime()
     enable = request.form.get("enabled") == "true"
     with runtime.session_factory.begin() as session:
@@ -72,23 +63,19 @@ def set_enabled(endpoint_id: str) -> Any:
 
 
 @bp.post("/endpoints/<endpoint_id>/ordering")
-def set_endpoint_ordering(endpoint_id: str) -> Any:
+def set_endpoint_ordering(endpoint_id: str) -> ResponseReturnValue:
     """Every field is sent: an empty key path goes back to the provider's key."""
-    runtime = current_runtime()
     form = request.form
     try:
-        hold = int(form.get("hold_seconds", "0").strip() or "0")
-        with runtime.session_factory.begin() as session:
-            changed = set_ordering(
-                session,
-                get_endpoint(session, endpoint_id),
-                actor=actor(),
-                now=runtime.clock(),
-                policy=form.get("policy", ""),
-                dead=form.get("dead", ""),
-                hold_seconds=hold,
-                key_path=form.get("key_path", ""),
-            )
+        change = change_endpoint_ordering(
+            current_runtime(),
+            endpoint_id,
+            actor=actor(),
+            policy=form.get("policy", ""),
+            dead=form.get("dead", ""),
+            hold_seconds=int(form.get("hold_seconds", "0").strip() or "0"),
+            key_path=form.get("key_path", ""),
+        )
     except ValueError:
         flash("The hold window is a whole number of seconds.", "error")
     except BadRequest as exc:
@@ -96,7 +83,7 @@ def set_endpoint_ordering(endpoint_id: str) -> Any:
     else:
         flash(
             "Ordering changed: events stored from now on follow it."
-            if changed
+            if change.changed
             else "Ordering unchanged.",
             "ok",
         )
@@ -104,7 +91,7 @@ def set_endpoint_ordering(endpoint_id: str) -> Any:
 
 
 @bp.post("/endpoints/<endpoint_id>/secrets")
-def add_secret(endpoint_id: str) -> Any:
+def add_secret(endpoint_id: str) -> ResponseReturnValue:
     """A secret pasted from the provider, or one generated here: shown once, on the page
     this answers with (not after a redirect, which would have to carry it), and never
     again."""
@@ -124,7 +111,7 @@ def add_secret(endpoint_id: str) -> Any:
 
 
 @bp.post("/endpoints/<endpoint_id>/secrets/<secret_ref>/remove")
-def remove_secret(endpoint_id: str, secret_ref: str) -> Any:
+def remove_secret(endpoint_id: str, secret_ref: str) -> ResponseReturnValue:
     runtime = current_runtime()
     with runtime.session_factory.begin() as session:
         row = get_endpoint(session, endpoint_id)

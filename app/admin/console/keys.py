@@ -3,30 +3,28 @@ and how many events wait behind it; releasing a parked one, with a reason."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import flash, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from sqlalchemy import select
 
 from hooklatch.admin.console.auth import actor
 from hooklatch.admin.console.blueprint import bp
 from hooklatch.display import visible
 from hooklatch.endpoints.models import Endpoint
-from hooklatch.endpoints.service import get_endpoint
 from hooklatch.errors import NotFound
 from hooklatch.events.models import DEAD, Event
-from hooklatch.ordering.service import blocked_keys, count_blocked, release_key
+from hooklatch.ordering.service import blocked_page
 from hooklatch.runtime import current_runtime
+from hooklatch.services import ordering
 
 SHOWN = 200
 
 
 @bp.get("/keys")
-def keys() -> Any:
+def keys() -> ResponseReturnValue:
     runtime = current_runtime()
     with runtime.session_factory() as session:
-        found = blocked_keys(session, limit=SHOWN)
-        total = count_blocked(session) if len(found) == SHOWN else len(found)
+        found, total = blocked_page(session, limit=SHOWN)
         names = {i: name for i, name in session.execute(select(Endpoint.id, Endpoint.name))}
         # A parked key is held by a dead event; a failing one by its pending first event.
         dead = set(
@@ -44,9 +42,8 @@ def keys() -> Any:
 
 
 @bp.post("/endpoints/<endpoint_id>/keys/release")
-def release_parked_key(endpoint_id: str) -> Any:
+def release_parked_key(endpoint_id: str) -> ResponseReturnValue:
     """The key is a form field, not part of the URL: keys hold slashes (orders/4501)."""
-    runtime = current_runtime()
     key = request.form.get("key", "")
     reason = request.form.get("reason", "").strip()
     if not reason:
@@ -54,16 +51,8 @@ def release_parked_key(endpoint_id: str) -> Any:
         return redirect(url_for("console.keys"))
     if "\x00" in key:  # no stored key holds one, and PostgreSQL refuses it in a query
         raise NotFound(f"key {key!r} of endpoint {endpoint_id} is not parked", reason="not_parked")
-    with runtime.session_factory.begin() as session:
-        released = release_key(
-            session,
-            get_endpoint(session, endpoint_id),
-            key,
-            actor=actor(),
-            reason=reason,
-            now=runtime.clock(),
-        )
-    runtime.wake_dispatcher()
+    runtime = current_runtime()
+    released = ordering.release_parked_key(runtime, endpoint_id, key, actor=actor(), reason=reason)
     flash(
         f"Key {visible(key)} released: its next event runs now. "
         f"Event {released['dead_event']} stays dead (replay it to run it again).",

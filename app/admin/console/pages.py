@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from flask import Response, abort, flash, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from sqlalchemy import select
 
 from hooklatch import audit
@@ -20,9 +21,9 @@ from hooklatch.errors import BadRequest, ReplayRefused, TooManyAttempts
 from hooklatch.events import activity
 from hooklatch.events.browse import EventFilter, page
 from hooklatch.events.models import STATUSES, Event
-from hooklatch.events.replay import replay_one
 from hooklatch.events.serialize import event_history
 from hooklatch.runtime import current_runtime
+from hooklatch.services.replays import replay_event
 
 STORED = ("accepted", "duplicate")
 # How the accepted events ended (with those pending, their sum is ``accepted``), and
@@ -37,7 +38,7 @@ ANSI_C = {byte: chr(byte) for byte in range(0x20, 0x7F)} | {0x5C: "\\\\", 0x27: 
 
 
 @bp.route("/login", methods=["GET", "POST"])
-def login() -> Any:
+def login() -> ResponseReturnValue:
     runtime = current_runtime()
     if not runtime.settings.admin_token:
         return render_template("console/login.html", token_sign_in=False), 200
@@ -57,13 +58,13 @@ def login() -> Any:
 
 
 @bp.post("/logout")
-def logout() -> Any:
+def logout() -> ResponseReturnValue:
     sign_out()
     return redirect(url_for("console.login"))
 
 
 @bp.get("/")
-def overview() -> Any:
+def overview() -> ResponseReturnValue:
     runtime = current_runtime()
     now = runtime.clock()
     with runtime.session_factory() as session:
@@ -120,7 +121,7 @@ def _chart(hours: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 @bp.get("/events")
-def events() -> Any:
+def events() -> ResponseReturnValue:
     runtime = current_runtime()
     args = {k: v for k, v in request.args.items() if k != "before"}
     chosen = EventFilter.parse(args, now=runtime.clock())
@@ -142,7 +143,7 @@ def events() -> Any:
 
 
 @bp.get("/events/<int:event_id>")
-def event(event_id: int) -> Any:
+def event(event_id: int) -> ResponseReturnValue:
     runtime = current_runtime()
     with runtime.session_factory() as session:
         row = session.get(Event, event_id)
@@ -158,12 +159,12 @@ def event(event_id: int) -> Any:
         body_text=_pretty(body),
         body_size=len(body) if body is not None else None,
         headers=sorted(headers.items()),
-        curl=_curl(runtime.settings.public_url, history["endpoint_id"], event_id, headers, body),
+        curl=_curl(runtime.settings.public_url, row.endpoint_id, event_id, headers, body),
     )
 
 
 @bp.get("/events/<int:event_id>/body")
-def event_body(event_id: int) -> Any:
+def event_body(event_id: int) -> ResponseReturnValue:
     """The exact bytes as received, as a download (never rendered by the browser)."""
     with current_runtime().session_factory() as session:
         row = session.get(Event, event_id)
@@ -178,25 +179,22 @@ def event_body(event_id: int) -> Any:
 
 
 @bp.post("/events/<int:event_id>/replay")
-def replay(event_id: int) -> Any:
-    runtime = current_runtime()
+def replay(event_id: int) -> ResponseReturnValue:
     reason = request.form.get("reason", "").strip()
     if not reason:
         flash("A replay needs a reason.", "error")
         return redirect(url_for("console.event", event_id=event_id))
     try:
-        with runtime.session_factory.begin() as session:
-            replay_one(session, event_id, actor=actor(), reason=reason, now=runtime.clock())
+        replay_event(current_runtime(), event_id, actor=actor(), reason=reason)
     except (ReplayRefused, BadRequest) as exc:  # refused, or a reason too long
         flash(exc.message, "error")
         return redirect(url_for("console.event", event_id=event_id))
-    runtime.wake_dispatcher()
     flash("Replay requested: its attempt appears below once a worker has run it.", "ok")
     return redirect(url_for("console.event", event_id=event_id))
 
 
 @bp.get("/audit")
-def audit_log() -> Any:
+def audit_log() -> ResponseReturnValue:
     before = _id_or_none(request.args.get("before"))
     with current_runtime().session_factory() as session:
         entries = audit.recent(session, before=before, limit=50)
