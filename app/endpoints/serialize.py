@@ -12,7 +12,6 @@ from sqlalchemy.orm import Session
 from hooklatch.endpoints.models import Endpoint, EndpointSecret
 from hooklatch.endpoints.service import endpoint_url, get_endpoint, shown_options
 from hooklatch.jsontypes import JSONObject
-from hooklatch.ordering.service import ordering_of
 
 
 def describe_secret(secret: EndpointSecret) -> JSONObject:
@@ -22,6 +21,17 @@ def describe_secret(secret: EndpointSecret) -> JSONObject:
         "fingerprint": secret.fingerprint,
         "created_at": secret.created_at.isoformat(),
         "last_verified_at": last.isoformat() if last else None,
+    }
+
+
+def ordering_of(endpoint: Endpoint) -> JSONObject:
+    """Its ordering settings (hooklatch.endpoints.ordering), as the endpoint's description
+    and the ordering commands and routes show them."""
+    return {
+        "policy": endpoint.ordering,
+        "dead": endpoint.ordering_dead,
+        "hold_seconds": endpoint.hold_seconds,
+        "key_path": endpoint.ordering_key_path,
     }
 
 

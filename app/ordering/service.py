@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from hooklatch import audit
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.endpoints.ordering import DEAD_POLICIES, FIFO, MAX_HOLD_SECONDS, POLICIES
+from hooklatch.endpoints.serialize import ordering_of
 from hooklatch.errors import BadRequest, NotFound
 from hooklatch.events.models import DEAD, PENDING, Attempt, Event
 from hooklatch.jsontypes import JSONObject
@@ -25,15 +26,6 @@ from hooklatch.ordering.models import OrderingKey
 KEY_PATH = re.compile(
     r"[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*(\s*,\s*[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*)*"
 )
-
-
-def ordering_of(endpoint: Endpoint) -> JSONObject:
-    return {
-        "policy": endpoint.ordering,
-        "dead": endpoint.ordering_dead,
-        "hold_seconds": endpoint.hold_seconds,
-        "key_path": endpoint.ordering_key_path,
-    }
 
 
 def describe_ordering(endpoint: Endpoint) -> JSONObject:
