@@ -178,12 +178,24 @@ def wait_until(
     return time.monotonic() - started
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
+    """The process ids of a process's children; none once it has gone."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as handle:
-            return [int(p) for p in handle.read().split()]
+            return [int(child) for child in handle.read().split()]
     except OSError:
         return []
+
+
+def memory_mib(pid: int) -> dict[str, float]:
+    """A live process's resident set now (VmRSS) and at its peak (VmHWM), in MiB."""
+    fields = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                fields[name] = int(value.split()[0]) / 1024  # kB
+    return {"rss": fields["VmRSS"], "peak": fields["VmHWM"]}
 
 
 def _rss_mb(pid: int) -> float:
@@ -229,7 +241,7 @@ class MemorySampler:
     def _sample(self) -> None:
         for role, pid in list(self.roots.items()):
             self._peak(role, _rss_mb(pid))
-            for child in _children(pid):
+            for child in children(pid):
                 self._peak(f"{role} child", _rss_mb(child))
 
     def _peak(self, role: str, mb: float) -> None:

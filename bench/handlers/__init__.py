@@ -1,9 +1,37 @@
 """Handlers the benchmarks run: HOOKLATCH_HANDLERS=bench.handlers.noop, bench.handlers.write
 or bench.handlers.record (the chaos scenario)."""
 
+import os
+import time
+from typing import Any
+
 from sqlalchemy import BigInteger, Column, Float, Integer, MetaData, String, Table
 
 metadata = MetaData()
+
+
+def pause(default_seconds: float) -> float:
+    """A handler's fixed cost (a call to a downstream API): BENCH_HANDLER_SECONDS asleep, or
+    ``default_seconds``. Returns when it began (Unix time, this machine's clock)."""
+    started = time.time()
+    time.sleep(float(os.environ.get("BENCH_HANDLER_SECONDS") or default_seconds))
+    return started
+
+
+def handler_runs(name: str, *columns: Column[Any]) -> Table:
+    """One row per committed run of a handler, with no unique key (a second run of one event
+    shows as a second row): the event, the process, its start (Unix time, this machine's
+    clock), and ``columns``."""
+    return Table(
+        name,
+        metadata,
+        Column("id", BigInteger, primary_key=True, autoincrement=True),
+        Column("event_id", BigInteger, nullable=False),
+        Column("pid", Integer, nullable=False),
+        Column("started_at", Float, nullable=False),
+        *columns,
+    )
+
 
 # One row per handled event: when its handler started (Unix time, this machine's clock).
 effects = Table(

@@ -15,6 +15,7 @@ from rq.job import Job
 from rq.registry import FinishedJobRegistry
 from sqlalchemy import select
 
+from bench.procs import memory_mib
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.models import Event, Replay
 from hooklatch.events.replay import request_replay
@@ -24,7 +25,6 @@ from tests.support.pipeline import drain, make_endpoint, wait_for
 from tests.support.processes import (
     hooklatch_cmd,
     listening,
-    memory_mib,
     process_env,
     work_horse,
 )

@@ -259,14 +259,3 @@ def work_horse(worker: Proc, timeout: float = 30.0) -> int:
 
     wait_for(forked, timeout=timeout, message="the worker's work horse", explain=worker.log)
     return found[0]
-
-
-def memory_mib(pid: int) -> dict[str, float]:
-    """A live process's resident set now (VmRSS) and at its peak (VmHWM), in MiB."""
-    fields = {}
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            name, _, value = line.partition(":")
-            if name in ("VmRSS", "VmHWM"):
-                fields[name] = int(value.split()[0]) / 1024  # kB
-    return {"rss": fields["VmRSS"], "peak": fields["VmHWM"]}
