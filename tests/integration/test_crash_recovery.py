@@ -249,8 +249,7 @@ def test_a_work_horse_is_replaced_after_its_share_of_jobs(client, runtime, proc_
     assert worker.log().count("work horse replaced after 2 jobs") == 2, worker.log()
     for n in range(5):
         assert len(effect_rows(runtime, f"evt_share_{n}")) == 1
-    worker.popen.send_signal(signal.SIGTERM)
-    assert worker.popen.wait(timeout=15) == 0, worker.log()
+    worker.stops_on_sigterm()
 
 
 def enqueue_batch(settings, event_ids, *, timeout):
@@ -289,8 +288,7 @@ def test_a_work_horse_whose_job_overruns_its_timeout_is_replaced(
     assert "the work horse died (killed by SIGKILL)" in log, log
     assert load_event(runtime, stuck).status == "pending"  # its chunk rolled back
     assert effect_rows(runtime, "evt_stuck") == []
-    worker.popen.send_signal(signal.SIGTERM)
-    assert worker.popen.wait(timeout=15) == 0, worker.log()
+    worker.stops_on_sigterm()
 
 
 @pytest.mark.slow
@@ -313,5 +311,4 @@ def test_a_child_a_handler_left_behind_does_not_hold_the_worker(
     )
     assert load_event(runtime, forks).status == "processed"
     assert worker.log().count("work horse replaced after 1 jobs") >= 1, worker.log()
-    worker.popen.send_signal(signal.SIGTERM)
-    assert worker.popen.wait(timeout=15) == 0, worker.log()
+    worker.stops_on_sigterm()

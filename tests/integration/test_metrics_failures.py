@@ -18,7 +18,7 @@ from hooklatch.metrics import collectors
 from hooklatch.operations.backlog import BacklogCollector
 from hooklatch.runtime import build_runtime
 from tests.support.database import count
-from tests.support.pipeline import make_endpoint, wait_for
+from tests.support.pipeline import deliver, make_endpoint, wait_for
 from tests.support.processes import hooklatch_cmd, listening, process_env, start_procfile_web
 from tests.support.signing import stripe_event, stripe_headers
 
@@ -64,11 +64,7 @@ def test_work_horses_share_one_set_of_files_when_the_worker_serves_no_port(
     wait_for(lambda: listening(worker), timeout=30, message="worker listening")
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     for n in range(jobs):
-        body = stripe_event(f"evt_portless_{n}", event_type="effect.horse")
-        response = client.post(
-            f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
-        )
-        assert response.status_code == 200
+        deliver(client, endpoint, f"evt_portless_{n}", "effect.horse")
     wait_for(
         lambda: count(runtime, "SELECT count(*) FROM test_effects") == jobs,
         timeout=60,
@@ -121,13 +117,7 @@ def test_a_worker_whose_metrics_cannot_be_written_commits_each_chunk_once(
     shutil.rmtree(directory)  # a new series now has no file to go to
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     for n in range(3):
-        body = stripe_event(f"evt_chunk_{n}", event_type="effect.metrics")
-        assert (
-            client.post(
-                f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
-            ).status_code
-            == 200
-        )
+        deliver(client, endpoint, f"evt_chunk_{n}", "effect.metrics")
     procs("relay", hooklatch_cmd("relay"), env)  # after the three: one job, one chunk
     wait_for(
         lambda: count(runtime, "SELECT count(*) FROM test_effects") == 3,
@@ -162,13 +152,7 @@ def test_a_relay_whose_metrics_cannot_be_written_keeps_cleaning_up(
     wait_for(lambda: "relay started" in relay.log(), timeout=30, message="relay started")
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     for n in range(2):  # the second after the first pass that failed to count
-        body = stripe_event(f"evt_cleaned_{n}", event_type="effect.metrics")
-        assert (
-            client.post(
-                f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
-            ).status_code
-            == 200
-        )
+        deliver(client, endpoint, f"evt_cleaned_{n}", "effect.metrics")
         wait_for(
             lambda: count(runtime, "SELECT count(*) FROM events") == 0,
             timeout=30,

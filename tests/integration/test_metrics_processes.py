@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from tests.support.metrics import TOKEN_HEADER, run_promtool, sample, scrape
-from tests.support.pipeline import make_endpoint, wait_for
+from tests.support.pipeline import deliver, make_endpoint, wait_for
 from tests.support.processes import (
     free_port,
     hooklatch_cmd,
@@ -116,11 +116,7 @@ def test_work_horses_count_into_a_bounded_set_of_files_served_by_the_worker(
     wait_for(lambda: listening(worker), timeout=30, message="worker listening")
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     for n in range(jobs):
-        body = stripe_event(f"evt_horse_{n}", event_type="effect.horse")
-        response = client.post(
-            f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
-        )
-        assert response.status_code == 200
+        deliver(client, endpoint, f"evt_horse_{n}", "effect.horse")
 
     worker_url = f"http://127.0.0.1:{worker_port}/metrics"
     processed = "hooklatch_events_handled_total"

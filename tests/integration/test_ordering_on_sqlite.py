@@ -4,16 +4,13 @@ failing head holding its key, and a parked key, as PostgreSQL does."""
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import pytest
-from alembic import command
 
 from hooklatch.endpoints.models import Endpoint
-from hooklatch.migrations import alembic_config
 from hooklatch.ordering.service import blocked_keys, set_ordering
 from hooklatch.workers.worker.jobs import process_events
-from tests.support.database import count
+from tests.support.database import count, sqlite_settings
 from tests.support.pipeline import make_endpoint
 from tests.support.signing import stripe_event, stripe_headers
 
@@ -22,12 +19,7 @@ SECRET = "whsec_sqlite_ordering"
 
 @pytest.fixture
 def settings(settings, tmp_path):
-    sqlite = replace(
-        settings, database_url=None, redis_url=None, instance_path=tmp_path / "db", max_attempts=2
-    )
-    sqlite.instance_path.mkdir()
-    command.upgrade(alembic_config(sqlite.sqlalchemy_url), "head")
-    return sqlite
+    return sqlite_settings(settings, tmp_path / "db", max_attempts=2)
 
 
 def send(client, endpoint, event_type, customer):

@@ -4,25 +4,21 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from alembic import command
 
 from hooklatch.events import batches
 from hooklatch.events.browse import EventFilter
-from hooklatch.migrations import alembic_config
 from hooklatch.workers.relay.loop import Relay
 from hooklatch.workers.relay.sinks import InlineSink
+from tests.support.database import sqlite_settings
 from tests.support.pipeline import make_dead, make_endpoint
 
 
 @pytest.fixture
 def settings(settings, tmp_path):
-    sqlite = replace(settings, database_url=None, redis_url=None, instance_path=tmp_path / "db")
-    sqlite.instance_path.mkdir()
-    command.upgrade(alembic_config(sqlite.sqlalchemy_url), "head")
+    sqlite = sqlite_settings(settings, tmp_path / "db")
     return sqlite
 
 

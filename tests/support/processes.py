@@ -18,8 +18,9 @@ import redis as redis_lib
 import requests
 
 from hooklatch.settings import Settings
+from tests.support.database import count
 from tests.support.install import ROOT
-from tests.support.pipeline import wait_for
+from tests.support.pipeline import deliver, make_endpoint, wait_for
 
 
 def free_port() -> int:
@@ -77,6 +78,15 @@ class Proc:
         if self.popen.poll() is None:
             os.killpg(self.popen.pid, sig)
         self.popen.wait(timeout=30)
+
+    def stops_on_sigterm(self, timeout: float = 15.0) -> None:
+        """SIGTERM: the process exits 0 within ``timeout``."""
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            code = self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"running {timeout} s after SIGTERM:\n{self.log()}") from None
+        assert code == 0, self.log()
 
     def stop(self) -> None:
         if self.popen.poll() is None:
@@ -202,6 +212,18 @@ def start_procfile_web(procs: Any, settings: Settings, **env_extra: str) -> tupl
     base = f"http://127.0.0.1:{port}"
     wait_http(base + "/healthz", web)
     return base, port, web
+
+
+def worker_runs_an_event(client: Any, runtime: Any, worker: Proc, event_id: str) -> None:
+    """An effect event delivered to a new endpoint: the real ``worker`` (a relay running
+    beside it) writes its effect within 30 s."""
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=["whsec_test_secret"])
+    deliver(client, endpoint, event_id, "effect.waited")
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM test_effects") == 1,
+        timeout=30,
+        message=f"the event processed by the worker that waited\n{worker.log()}",
+    )
 
 
 def listening(worker: Proc) -> bool:
