@@ -15,24 +15,27 @@ from hooklatch.events import batches
 from hooklatch.events.browse import EventFilter
 from tests.support.cli import run_cli
 from tests.support.database import count, load_event
-from tests.support.pipeline import deliver, drain, make_endpoint
+from tests.support.pipeline import deliver, drain, make_dead, make_endpoint
 from tests.support.tokens import AUTH
 
 
 def dead_events(client, runtime, endpoint, *names, event_type="effect.bulk"):
-    """Events stored and left dead, as a handler that kept failing leaves them."""
-    ids = [deliver(client, endpoint, name, event_type) for name in names]
-    with runtime.engine.begin() as c:
-        c.execute(
-            text("UPDATE events SET status = 'dead', attempts = 8 WHERE id = ANY(:i)"), {"i": ids}
-        )
-        c.execute(text("DELETE FROM outbox WHERE event_id = ANY(:i)"), {"i": ids})
-    return ids
+    return make_dead(client, runtime, endpoint, *names, event_type=event_type)
 
 
 def step(runtime, now):
     with runtime.session_factory.begin() as session:
         return batches.advance(session, now=now, window=runtime.settings.replay_batch_window)
+
+
+def step_elsewhere(runtime, now):
+    """A second relay's step at ``now``, in a thread of its own, waited for up to 10 s: a
+    list that holds what it advanced once it has returned."""
+    advanced = []
+    thread = threading.Thread(target=lambda: advanced.append(step(runtime, now)))
+    thread.start()
+    thread.join(timeout=10)
+    return advanced
 
 
 def start(runtime, chosen, *, reason="fixed the bug", rate=100.0, cap=10_000, now=None):
@@ -80,12 +83,7 @@ def test_a_batch_replays_its_frozen_set_oldest_first_at_its_rate_each_once(clien
     # Two relays at the same moment: one holds the batch, the other finds nothing to do.
     with runtime.session_factory.begin() as holder:
         assert batches.advance(holder, now=t0 + timedelta(seconds=2), window=100) == 2
-        other = []
-        thread = threading.Thread(
-            target=lambda: other.append(step(runtime, t0 + timedelta(seconds=2)))
-        )
-        thread.start()
-        thread.join(timeout=10)
+        other = step_elsewhere(runtime, t0 + timedelta(seconds=2))
     assert other == [0]
     assert step(runtime, t0 + timedelta(seconds=3)) == 1
     assert step(runtime, t0 + timedelta(seconds=9)) == 0
@@ -341,12 +339,7 @@ def test_batches_run_one_after_the_other_whatever_the_relays(client, runtime):
     later, _ = start(runtime, EventFilter(status="dead", type="effect.other"), rate=1.0, now=t0)
     with runtime.session_factory.begin() as holder:  # one relay advances the oldest batch
         assert batches.advance(holder, now=t0 + timedelta(seconds=1), window=100) == 1
-        other = []
-        thread = threading.Thread(
-            target=lambda: other.append(step(runtime, t0 + timedelta(seconds=1)))
-        )
-        thread.start()
-        thread.join(timeout=10)
+        other = step_elsewhere(runtime, t0 + timedelta(seconds=1))
     assert other == [0]  # the other relay does not take the next batch meanwhile
     assert count(runtime, "SELECT count(*) FROM replays WHERE batch_id = :b", b=later) == 0
 

@@ -19,25 +19,33 @@ SECRET = "whsec_test_secret"
 RECOVERY_BOUND_SECONDS = 30
 
 
+def hanging(client, runtime, settings, procs, tmp_path, worker_name, external_id):
+    """A relay and a worker running, and an event whose handler writes its effect and then
+    hangs in its first run: the environment, endpoint, worker, the event's stored id, and
+    its work horse's process id once the handler has started."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    env = process_env(settings, HOOKLATCH_TEST_MARKERS=str(markers))
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    procs("relay", hooklatch_cmd("relay"), env)
+    worker = procs(worker_name, hooklatch_cmd("worker"), env)
+    event_id = deliver(client, endpoint, external_id, "hang.kill")
+    marker = markers / external_id
+    wait_for(marker.exists, timeout=30, message="handler started")
+    return env, endpoint, worker, event_id, int(marker.read_text())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("victim", ["whole_worker", "work_horse"])
 def test_worker_killed_inside_a_handler_leaves_no_effect_and_another_worker_finishes_once(
     client, runtime, proc_settings, procs, tmp_path, victim
 ):
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    env = process_env(proc_settings, HOOKLATCH_TEST_MARKERS=str(markers))
-    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
-    procs("relay", hooklatch_cmd("relay"), env)
-    first = procs("worker-a", hooklatch_cmd("worker"), env)
-
-    event_id = deliver(client, endpoint, f"evt_kill_{victim}", "hang.kill")
-    marker = markers / f"evt_kill_{victim}"
-    wait_for(marker.exists, timeout=30, message="handler started")
+    env, _, first, event_id, horse = hanging(
+        client, runtime, proc_settings, procs, tmp_path, "worker-a", f"evt_kill_{victim}"
+    )
     # The handler has written its effect through ctx.session and is now stuck before commit.
     assert len(effect_rows(runtime, f"evt_kill_{victim}")) == 0
 
-    horse = int(marker.read_text())
     if victim == "whole_worker":
         # As when the container or host dies: the worker and its work horse (RQ puts the horse
         # in a process group of its own), with no chance to clean up.
@@ -199,16 +207,9 @@ def test_a_killed_work_horse_is_replaced_and_its_worker_finishes_the_event_once(
 ):
     """The worker outlives its horse: it forks another, which takes the next job at once
     and, after the sweep, the killed one's event."""
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    env = process_env(proc_settings, HOOKLATCH_TEST_MARKERS=str(markers))
-    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
-    procs("relay", hooklatch_cmd("relay"), env)
-    worker = procs("worker", hooklatch_cmd("worker"), env)
-    event_id = deliver(client, endpoint, "evt_horse_killed", "hang.kill")
-    marker = markers / "evt_horse_killed"
-    wait_for(marker.exists, timeout=30, message="handler started")
-    horse = int(marker.read_text())
+    _, endpoint, worker, event_id, horse = hanging(
+        client, runtime, proc_settings, procs, tmp_path, "worker", "evt_horse_killed"
+    )
     assert horse != worker.popen.pid
 
     os.kill(horse, signal.SIGKILL)

@@ -17,10 +17,10 @@ from sqlalchemy import select, text
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.models import Event
 from hooklatch.events.replay import replay_one
-from hooklatch.ordering.service import blocked_keys, release_key, set_ordering
+from hooklatch.ordering.service import blocked_keys, release_key
 from tests.support.database import count
 from tests.support.effects import runs
-from tests.support.pipeline import make_endpoint, wait_for
+from tests.support.pipeline import configure_ordering, make_endpoint, wait_for
 from tests.support.processes import hooklatch_cmd, process_env
 from tests.support.signing import stripe_event, stripe_headers
 
@@ -31,9 +31,7 @@ SECRET = "whsec_test_secret"
 
 def ordered_endpoint(runtime, policy, dead="park"):
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    with runtime.session_factory.begin() as session:
-        row = session.get(Endpoint, endpoint)
-        set_ordering(session, row, actor="test", now=runtime.clock(), policy=policy, dead=dead)
+    configure_ordering(runtime, endpoint, policy=policy, dead=dead)
     return endpoint
 
 

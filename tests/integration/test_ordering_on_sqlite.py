@@ -7,11 +7,10 @@ import time
 
 import pytest
 
-from hooklatch.endpoints.models import Endpoint
-from hooklatch.ordering.service import blocked_keys, set_ordering
+from hooklatch.ordering.service import blocked_keys
 from hooklatch.workers.worker.jobs import process_events
 from tests.support.database import count, sqlite_settings
-from tests.support.pipeline import make_endpoint
+from tests.support.pipeline import configure_ordering, make_endpoint
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_sqlite_ordering"
@@ -39,10 +38,7 @@ def test_a_fifo_key_on_sqlite_runs_in_order_and_parks_behind_a_dead_event(client
             raise RuntimeError("fails")
 
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    with runtime.session_factory.begin() as session:
-        set_ordering(
-            session, session.get(Endpoint, endpoint), actor="t", now=runtime.clock(), policy="fifo"
-        )
+    configure_ordering(runtime, endpoint, policy="fifo")
     ok = [send(client, endpoint, "step.ok", "cus_a") for _ in range(3)]
     dead = send(client, endpoint, "step.fail", "cus_a")
     behind = send(client, endpoint, "step.ok", "cus_a")

@@ -10,11 +10,9 @@ from contextlib import contextmanager
 
 from sqlalchemy import event, text
 
-from hooklatch.endpoints.models import Endpoint
-from hooklatch.ordering.service import set_ordering
 from hooklatch.workers.worker import processing
 from hooklatch.workers.worker.jobs import process_events
-from tests.support.pipeline import make_endpoint
+from tests.support.pipeline import configure_ordering, make_endpoint
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_test_secret"
@@ -143,9 +141,7 @@ def test_events_of_many_keys_read_their_bodies_together_not_one_statement_each(
 ):
     seen = recorder(router)
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
-    with runtime.session_factory.begin() as session:
-        row = session.get(Endpoint, endpoint)
-        set_ordering(session, row, actor="test", now=runtime.clock(), policy="fifo")
+    configure_ordering(runtime, endpoint, policy="fifo")
     ids = [send(client, endpoint, customer=f"cus_{n}") for n in range(40)]
 
     with statements(runtime) as executed:

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.support.database import count
-from tests.support.pipeline import deliver, make_endpoint, wait_for
+from tests.support.pipeline import deliver, make_dead, make_endpoint, wait_for
 from tests.support.processes import hooklatch_cmd, listening, process_env
 from tests.support.tokens import AUTH
 
@@ -26,18 +26,6 @@ pytestmark = pytest.mark.slow
 # 9.0 on two cores), far below the 10 to 14 s a live event waited behind the batch's
 # replays when they shared its queue.
 LIVE_WAIT_BOUND = 5.0
-
-
-def dead_events(client, runtime, endpoint, count_):
-    """Delivered, then left dead (as a handler that kept failing leaves them) before any
-    relay or worker runs."""
-    ids = [deliver(client, endpoint, f"evt_dead_{n}", "paced.dead") for n in range(count_)]
-    with runtime.engine.begin() as c:
-        c.execute(
-            text("UPDATE events SET status = 'dead', attempts = 8 WHERE id = ANY(:i)"), {"i": ids}
-        )
-        c.execute(text("DELETE FROM outbox WHERE event_id = ANY(:i)"), {"i": ids})
-    return ids
 
 
 def start_pipeline(procs, settings, *, handler_seconds):
@@ -68,7 +56,9 @@ def batch_under_way(client, runtime, settings, procs, *, dead, handler_seconds, 
     and a bulk replay of the events at ``rate`` whose first ``runs`` replays have run: the
     endpoint, the dead events' ids, the worker and the batch's id."""
     endpoint, _ = make_endpoint(runtime)
-    ids = dead_events(client, runtime, endpoint, dead)
+    # Left dead before any relay or worker runs.
+    names = [f"evt_dead_{n}" for n in range(dead)]
+    ids = make_dead(client, runtime, endpoint, *names, event_type="paced.dead")
     relay, worker = start_pipeline(procs, settings, handler_seconds=handler_seconds)
     batch_id = start_batch(client, runtime, rate=rate)
     wait_for(

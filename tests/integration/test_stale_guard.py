@@ -10,10 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Column, MetaData, String, Table, select, text
 
-from hooklatch.endpoints.models import Endpoint
-from hooklatch.ordering.service import set_ordering
 from hooklatch.providers.base import Delivery
-from tests.support.pipeline import drain, make_endpoint
+from tests.support.pipeline import configure_ordering, drain, make_endpoint
 
 SECRET = "whsec_stale_guard_secret"
 T0 = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC)
@@ -161,10 +159,7 @@ def test_paddle_stale_transaction_updated_never_overwrites_completed_under_fifo(
         save_state(ctx, event.payload["data"]["id"], event.payload["data"]["status"])
 
     endpoint, send = sender(client, runtime, "paddle")
-    with runtime.session_factory.begin() as session:
-        set_ordering(
-            session, session.get(Endpoint, endpoint), actor="t", now=runtime.clock(), policy="fifo"
-        )
+    configure_ordering(runtime, endpoint, policy="fifo")
     completed = send(
         paddle_transaction("transaction.completed", "completed", T0 + timedelta(microseconds=250))
     )
