@@ -163,13 +163,23 @@ def test_a_failing_head_holds_only_its_key_which_resumes_in_order_once_it_succee
     assert_no_overlap(by_key)
 
 
+def dead_head(procs, settings, runtime, client, tmp_path, dead):
+    """A fifo endpoint whose dead events do as ``dead`` says, a relay and worker running
+    (two attempts), and on key cus_a an event that always fails with three behind it: the
+    endpoint, the processes started, the failing event and those behind it."""
+    endpoint = ordered_endpoint(runtime, "fifo", dead=dead)
+    started, _ = start_pipeline(procs, settings, tmp_path, HOOKLATCH_MAX_ATTEMPTS="2")
+    head = send(client, endpoint, "cus_a", "fail")
+    behind = [send(client, endpoint, "cus_a") for _ in range(3)]
+    return endpoint, started, head, behind
+
+
 def test_a_dead_head_parks_its_key_until_it_is_released(
     procs, proc_settings, runtime, client, tmp_path
 ):
-    endpoint = ordered_endpoint(runtime, "fifo", dead="park")
-    started, _ = start_pipeline(procs, proc_settings, tmp_path, HOOKLATCH_MAX_ATTEMPTS="2")
-    head = send(client, endpoint, "cus_a", "fail")
-    behind = [send(client, endpoint, "cus_a") for _ in range(3)]
+    endpoint, started, head, behind = dead_head(
+        procs, proc_settings, runtime, client, tmp_path, "park"
+    )
     other = [send(client, endpoint, "cus_b") for _ in range(3)]
     wait_status(runtime, other, "processed", started)
     wait_status(runtime, [head], "dead", started)
@@ -199,10 +209,7 @@ def test_a_dead_head_parks_its_key_until_it_is_released(
 def test_a_dead_head_releases_its_key_when_so_configured(
     procs, proc_settings, runtime, client, tmp_path
 ):
-    endpoint = ordered_endpoint(runtime, "fifo", dead="release")
-    started, _ = start_pipeline(procs, proc_settings, tmp_path, HOOKLATCH_MAX_ATTEMPTS="2")
-    head = send(client, endpoint, "cus_a", "fail")
-    behind = [send(client, endpoint, "cus_a") for _ in range(3)]
+    _, started, head, behind = dead_head(procs, proc_settings, runtime, client, tmp_path, "release")
     wait_status(runtime, behind, "processed", started)
     assert statuses(runtime, [head]) == {head: "dead"}
     died_at = count(

@@ -217,18 +217,23 @@ class CountingListener:
         self.sock.close()
 
 
+def accepted(app, external_id):
+    """A delivery to a new endpoint of ``app``: answered 200, "accepted"."""
+    endpoint, _ = make_endpoint(app.extensions["hooklatch"], "stripe", secrets=[SECRET])
+    body = stripe_event(external_id, event_type="effect.noredis")
+    response = app.test_client().post(
+        f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
+    )
+    assert response.status_code == 200, response.json
+    assert response.json is not None and response.json["status"] == "accepted"
+
+
 def test_ingest_makes_no_redis_call(settings, router):
     closed = free_port()
     app = create_app(replace(settings, redis_url=f"redis://127.0.0.1:{closed}/0"), router=router)
     runtime = app.extensions["hooklatch"]
     try:
-        endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-        body = stripe_event("evt_no_redis", event_type="effect.noredis")
-        response = app.test_client().post(
-            f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
-        )
-        assert response.status_code == 200, response.json
-        assert response.json is not None and response.json["status"] == "accepted"
+        accepted(app, "evt_no_redis")
         assert count(runtime, "SELECT count(*) FROM events WHERE external_id = 'evt_no_redis'") == 1
         assert count(runtime, "SELECT count(*) FROM outbox") == 1
     finally:
@@ -243,13 +248,7 @@ def test_ingest_opens_no_connection_to_redis(settings, router):
     )
     runtime = app.extensions["hooklatch"]
     try:
-        endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-        body = stripe_event("evt_no_redis_2", event_type="effect.noredis")
-        response = app.test_client().post(
-            f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
-        )
-        assert response.status_code == 200
-        assert response.json is not None and response.json["status"] == "accepted"
+        accepted(app, "evt_no_redis_2")
         time.sleep(0.3)  # a connection attempt made in the background would show up now
         assert listener.accepted == 0
     finally:
