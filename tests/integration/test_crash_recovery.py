@@ -263,7 +263,7 @@ def enqueue_batch(settings, event_ids, *, timeout):
     )
 
 
-def a_job_each(client, runtime, procs, settings, env, *events):
+def a_job_each(client, runtime, procs, settings, env, events):
     """Each of ``events`` (external id, type, its job's timeout) delivered, a worker started,
     and a job enqueued for each in turn: the worker and the events' ids."""
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
@@ -283,15 +283,8 @@ def test_a_work_horse_whose_job_overruns_its_timeout_is_replaced(
     markers = tmp_path / "markers"
     markers.mkdir()
     env = process_env(proc_settings, HOOKLATCH_TEST_MARKERS=str(markers))
-    worker, (stuck, later) = a_job_each(
-        client,
-        runtime,
-        procs,
-        proc_settings,
-        env,
-        ("evt_stuck", "stuck.timeout", 2),
-        ("evt_after_stuck", "effect.timeout", 60),
-    )
+    events = [("evt_stuck", "stuck.timeout", 2), ("evt_after_stuck", "effect.timeout", 60)]
+    worker, (stuck, later) = a_job_each(client, runtime, procs, proc_settings, env, events)
     wait_for((markers / "evt_stuck").exists, timeout=30, message="the handler stuck")
     wait_for(
         lambda: load_event(runtime, later).status == "processed",
@@ -313,15 +306,8 @@ def test_a_child_a_handler_left_behind_does_not_hold_the_worker(
     """The child keeps the horse's end of its report pipe open: the worker must not wait
     for that pipe's end to replace the horse."""
     env = process_env(proc_settings, HOOKLATCH_WORKER_MAX_JOBS="1")
-    worker, (forks, later) = a_job_each(
-        client,
-        runtime,
-        procs,
-        proc_settings,
-        env,
-        ("evt_forks", "forks.child", 60),
-        ("evt_after_fork", "effect.child", 60),
-    )
+    events = [("evt_forks", "forks.child", 60), ("evt_after_fork", "effect.child", 60)]
+    worker, (forks, later) = a_job_each(client, runtime, procs, proc_settings, env, events)
     wait_for(
         lambda: load_event(runtime, later).status == "processed",
         timeout=30,

@@ -34,14 +34,12 @@ def post(base: str, endpoint: str, external_id: str) -> requests.Response:
 
 @pytest.mark.slow
 def test_deliveries_are_stored_and_answered_when_their_metrics_cannot_be_written(
-    procs, proc_settings, runtime, tmp_path
+    procs, proc_settings, runtime, metrics_dir
 ):
-    directory = tmp_path / "metrics"
-    directory.mkdir()
     base, _, web = start_procfile_web(
-        procs, proc_settings, WEB_CONCURRENCY="1", PROMETHEUS_MULTIPROC_DIR=str(directory)
+        procs, proc_settings, WEB_CONCURRENCY="1", PROMETHEUS_MULTIPROC_DIR=str(metrics_dir)
     )
-    shutil.rmtree(directory)  # a new series now has no file to go to
+    shutil.rmtree(metrics_dir)  # a new series now has no file to go to
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     answers = [post(base, endpoint, f"evt_uncounted_{n}") for n in range(3)]
     assert [a.status_code for a in answers] == [200, 200, 200], web.log()[-3000:]
@@ -51,14 +49,12 @@ def test_deliveries_are_stored_and_answered_when_their_metrics_cannot_be_written
 
 @pytest.mark.slow
 def test_work_horses_share_one_set_of_files_when_the_worker_serves_no_port(
-    procs, proc_settings, runtime, client, tmp_path
+    procs, proc_settings, runtime, client, metrics_dir
 ):
     jobs = 8
-    directory = tmp_path / "metrics"
-    directory.mkdir()
     env = process_env(proc_settings, HOOKLATCH_JOB_SIZE="1")
     worker = procs(
-        "worker", hooklatch_cmd("worker"), {**env, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
+        "worker", hooklatch_cmd("worker"), {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
     )
     procs("relay", hooklatch_cmd("relay"), env)
     wait_for(lambda: listening(worker), timeout=30, message="worker listening")
@@ -71,7 +67,7 @@ def test_work_horses_share_one_set_of_files_when_the_worker_serves_no_port(
         message=f"{jobs} events processed",
     )
     assert worker.log().count("batch done") >= jobs  # a job per event
-    files = sorted(path.name for path in directory.iterdir())
+    files = sorted(path.name for path in metrics_dir.iterdir())
     assert len(files) <= 4, files  # the horses' shared set, not one set per job
 
 
@@ -103,18 +99,16 @@ def test_database_gauges_go_down_while_a_read_waits_on_a_database_that_stopped_a
 
 @pytest.mark.slow
 def test_a_worker_whose_metrics_cannot_be_written_commits_each_chunk_once(
-    procs, proc_settings, runtime, client, tmp_path
+    procs, proc_settings, runtime, client, metrics_dir
 ):
     """Counted after the commit: a failure to count did make a committed chunk look
     failed, run again one event per transaction, and fail a job of one event."""
-    directory = tmp_path / "metrics"
-    directory.mkdir()
     env = process_env(proc_settings)
     worker = procs(
-        "worker", hooklatch_cmd("worker"), {**env, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
+        "worker", hooklatch_cmd("worker"), {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
     )
     wait_for(lambda: listening(worker), timeout=30, message="worker listening")
-    shutil.rmtree(directory)  # a new series now has no file to go to
+    shutil.rmtree(metrics_dir)  # a new series now has no file to go to
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     for n in range(3):
         deliver(client, endpoint, f"evt_chunk_{n}", "effect.metrics")

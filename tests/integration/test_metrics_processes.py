@@ -94,11 +94,9 @@ def test_gunicorn_workers_counts_add_up_survive_a_recycled_worker_and_pass_promt
 
 @pytest.mark.slow
 def test_work_horses_count_into_a_bounded_set_of_files_served_by_the_worker(
-    procs, proc_settings, runtime, client, tmp_path
+    procs, proc_settings, runtime, client, metrics_dir
 ):
     jobs = 12
-    directory = tmp_path / "metrics"
-    directory.mkdir()
     worker_port, relay_port = free_port(), free_port()
     env = process_env(proc_settings, HOOKLATCH_JOB_SIZE="1")
     worker = procs(
@@ -107,7 +105,7 @@ def test_work_horses_count_into_a_bounded_set_of_files_served_by_the_worker(
         {
             **env,
             "HOOKLATCH_WORKER_METRICS_PORT": str(worker_port),
-            "PROMETHEUS_MULTIPROC_DIR": str(directory),
+            "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
         },
     )
     relay = procs(
@@ -129,7 +127,7 @@ def test_work_horses_count_into_a_bounded_set_of_files_served_by_the_worker(
         message=f"{jobs} events counted by the worker",
     )
     assert worker.log().count("batch done") >= jobs  # a job per event
-    files = sorted(path.name for path in directory.iterdir())
+    files = sorted(path.name for path in metrics_dir.iterdir())
     # The worker's own files and its horses' shared ones: not one set per job.
     assert len(files) <= 4, files
     text = scrape(worker_url)

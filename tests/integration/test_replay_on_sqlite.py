@@ -13,7 +13,7 @@ from hooklatch.events.browse import EventFilter
 from hooklatch.workers.relay.loop import Relay
 from hooklatch.workers.relay.sinks import InlineSink
 from tests.support.database import sqlite_settings
-from tests.support.pipeline import make_dead, make_endpoint
+from tests.support.pipeline import make_dead, make_endpoint, runs_of
 
 
 @pytest.fixture
@@ -25,8 +25,7 @@ def settings(settings, tmp_path):
 def test_on_sqlite_a_batch_keeps_its_window_and_a_cancel_stops_what_has_not_run(
     client, runtime, router
 ):
-    ran = []
-    router.on("stripe", "*")(lambda event, ctx: ran.append(event.id))
+    ran = runs_of(router)
     endpoint, _ = make_endpoint(runtime)
     dead = make_dead(client, runtime, endpoint, *[f"evt_s{n}" for n in range(5)], event_type="x.y")
     relay = Relay(runtime, InlineSink(runtime))

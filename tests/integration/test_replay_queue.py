@@ -19,7 +19,7 @@ from hooklatch.workers.worker import jobs
 from tests.support.cli import run_cli
 from tests.support.console import csrf_of, signed_in
 from tests.support.database import count, load_event
-from tests.support.pipeline import deliver, drain, make_dead, make_endpoint
+from tests.support.pipeline import deliver, drain, make_dead, make_endpoint, runs_of
 from tests.support.relay import WAITING, Clock, relay_for
 from tests.support.tokens import AUTH
 
@@ -172,8 +172,7 @@ def test_a_batch_held_back_by_its_window_does_not_catch_up_in_a_burst(client, ru
 def test_cancelling_cancels_the_replays_not_started_and_a_queued_job_skips_them(
     client, runtime, router
 ):
-    ran = []
-    router.on("stripe", "*")(lambda event, ctx: ran.append(event.id))
+    ran = runs_of(router)
     endpoint, _ = make_endpoint(runtime)
     dead = make_dead(client, runtime, endpoint, *[f"evt_c{n}" for n in range(4)], event_type="x.y")
     t0 = runtime.clock()
@@ -197,8 +196,7 @@ def test_cancelling_cancels_the_replays_not_started_and_a_queued_job_skips_them(
 
 
 def test_a_replay_running_when_its_batch_is_cancelled_finishes(client, runtime, router):
-    ran = []
-    router.on("stripe", "*")(lambda event, ctx: ran.append(event.id))
+    ran = runs_of(router)
     endpoint, _ = make_endpoint(runtime)
     first, second = make_dead(client, runtime, endpoint, "evt_run1", "evt_run2", event_type="x.y")
     t0 = runtime.clock()

@@ -96,6 +96,14 @@ def dead_then_fixed(
     return endpoint, event_id
 
 
+def runs_of(router: Any, provider: str = "stripe") -> list[int]:
+    """A handler of every ``provider`` event that records the id of each event it runs: the
+    list it fills, in the order they ran."""
+    ran: list[int] = []
+    router.on(provider, "*")(lambda event, ctx: ran.append(event.id))
+    return ran
+
+
 def make_dead(
     client: Any, runtime: Runtime, endpoint: str, *names: str, event_type: str
 ) -> list[int]:
