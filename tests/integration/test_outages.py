@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from dataclasses import replace
 from urllib.parse import urlsplit
@@ -27,7 +25,7 @@ from tests.support.processes import (
     start_redis,
     with_port,
 )
-from tests.support.proxy import TcpProxy
+from tests.support.proxy import CountingListener, TcpProxy
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_test_secret"
@@ -184,37 +182,6 @@ def test_postgres_lost_and_back_under_gunicorn_answers_503_then_recovers(
 
 
 # -- no Redis on the request path --------------------------------------------------
-
-
-class CountingListener:
-    """A port that accepts and immediately drops connections, counting them."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self.accepted += 1
-            conn.close()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.sock.close()
 
 
 def accepted(app, external_id):
