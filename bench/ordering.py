@@ -60,7 +60,6 @@ from stripe import WebhookSignature
 
 from bench import arrivals, load
 from bench.arrivals import ArrivalsPlan
-from bench.handlers import timed  # its table is created with the others, by Bench.prepare
 from bench.plans import Sized, sized
 from bench.procs import BIN, ROOT, BenchError, Proc, Procs, free_port, psql, wait_http
 from bench.scenarios import (
@@ -459,7 +458,7 @@ def key_drain(
     burst with the workers started after it (with ``analyze``, once ANALYZE has given
     the planner the backlog's statistics); their handler runs, checked and timed."""
     bench.reset()
-    psql(bench.database_url, f"TRUNCATE {timed.runs.name} RESTART IDENTITY")
+    psql(bench.database_url, "TRUNCATE bench_timed_runs RESTART IDENTITY")
     name, n, steady = f"{arrival} {layout}", plan.key_events, arrival == STEADY
     name += " (analyzed)" * analyze
     one = layout == HOT

@@ -118,12 +118,7 @@ class Procs:
         log_path = self.log_dir / f"{name}.log"
         handle = log_path.open("ab")
         popen = subprocess.Popen(
-            args,
-            cwd=ROOT,
-            env=env,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            args, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
         )
         handle.close()
         proc = Proc(name, popen, log_path)

@@ -37,7 +37,6 @@ import click
 import requests
 
 from bench import load
-from bench.handlers import paced  # noqa: F401  (its table is created with the others)
 from bench.plans import Sized, sized
 from bench.procs import ROOT, BenchError, psql, scalar, wait_until
 from bench.scenarios import Bench, Plan, finish, prepared_bench

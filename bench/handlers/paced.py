@@ -8,16 +8,8 @@ failed run's row is rolled back with its savepoint; a second run shows as a seco
 import os
 from pathlib import Path
 
-from sqlalchemy import Boolean, Column, String
-
-from bench.handlers import handler_runs, pause
+from bench.handlers import paced_runs, pause
 from hooklatch import Context, EventView, on
-
-runs = handler_runs(
-    "bench_paced_runs",
-    Column("external_id", String(255), nullable=False),
-    Column("is_replay", Boolean, nullable=False),
-)
 
 
 @on("stripe", "*")
@@ -26,7 +18,7 @@ def sleep_unless_broken(event: EventView, ctx: Context) -> None:
         raise RuntimeError("the downstream API is down (the benchmark's marker says so)")
     started = pause(0.03)
     ctx.session.execute(
-        runs.insert().values(
+        paced_runs.insert().values(
             event_id=event.id,
             external_id=event.external_id,
             is_replay=ctx.is_replay,

@@ -6,23 +6,17 @@ as a second row instead of failing, and overlapping runs of one key show in thei
 
 import os
 
-from sqlalchemy import Column, Float, String, func
+from sqlalchemy import func
 
-from bench.handlers import handler_runs, pause
+from bench.handlers import pause, timed_runs
 from hooklatch import Context, EventView, on
-
-runs = handler_runs(
-    "bench_timed_runs",
-    Column("customer", String(255), nullable=False),
-    Column("finished_at", Float, nullable=False),
-)
 
 
 @on("stripe", "*")
 def sleep_then_write(event: EventView, ctx: Context) -> None:
     started = pause(0.005)
     ctx.session.execute(
-        runs.insert().values(
+        timed_runs.insert().values(
             event_id=event.id,
             customer=event.payload["data"]["object"]["customer"],
             pid=os.getpid(),
