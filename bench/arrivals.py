@@ -35,7 +35,6 @@ or a request not answered 200, never on figures.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import statistics
 import time
@@ -50,7 +49,7 @@ from rq import Queue
 from bench import load
 from bench.plans import Sized, sized
 from bench.procs import BIN, ROOT, BenchError, MemorySampler, Procs, psql, scalar
-from bench.scenarios import Bench, Plan, finish, prepared_bench
+from bench.scenarios import Bench, Plan, finish, prepared_bench, results_head
 
 REDIS_URL = "redis://127.0.0.1:6379/10"
 HANDLERS = "bench.handlers.write"  # one bench_effects row per event (its key: a double fails)
@@ -584,10 +583,7 @@ def main(smoke: bool) -> None:
     hooklatch_runs = (s["sustained"], s["outage"], s["long_run"])
     naive_runs = (s["sustained_naive"], s["outage_naive_simple_worker"], s["outage_naive_worker"])
     results: dict[str, Any] = {
-        "date": dt.date.today().isoformat(),
-        "smoke": smoke,
-        "cores": os.cpu_count(),
-        "load_average_before": [round(x, 2) for x in load_before],
+        **results_head(smoke, load_before),
         "plan": asdict(plan),
         "web_workers": web_workers,
         "handlers": HANDLERS,

@@ -34,7 +34,6 @@ refused, never on figures.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import time
@@ -57,6 +56,7 @@ from bench.scenarios import (
     _wait_children,
     finish,
     prepared_bench,
+    results_head,
 )
 
 BASELINE = "adf8674"  # the last commit whose claims read every event's body
@@ -306,23 +306,7 @@ def summary(results: dict[str, Any]) -> list[str]:
         f"{len(r['jobs'])} job(s)"
         for r in results["large"]
     ]
-    small = results["small"]
-    for side in ("current", "baseline"):
-        if side in small:
-            m = small[side]
-            lines.append(
-                f"small events, {side}, median of {m['runs']}: drain "
-                f"{m['drain_events_per_second']:,}/s from worker start "
-                f"({m['drain_events_per_second_processed_at_span']:,}/s over processed_at)"
-            )
-    if "ratios" in small:
-        r, p = small["ratios"], small["pair_ratio_medians"]
-        lines.append(
-            f"small events, current ÷ baseline of the medians: drain "
-            f"{r['drain_events_per_second']} ({r['drain_events_per_second_processed_at_span']} "
-            f"over processed_at); median of the pairs' ratios {p['drain_events_per_second']} "
-            f"({p['drain_events_per_second_processed_at_span']})"
-        )
+    lines += ordering.compared_lines("small events", results["small"], results["commits"])
     copies = results["one_process"]
     lines.append(
         "small events drained by one process, medians: "
@@ -385,10 +369,7 @@ def main(smoke: bool) -> None:
     except BenchError as exc:
         raise click.ClickException(str(exc)) from exc
     results: dict[str, Any] = {
-        "date": dt.date.today().isoformat(),
-        "smoke": smoke,
-        "cores": os.cpu_count(),
-        "load_average_before": [round(x, 2) for x in load_before],
+        **results_head(smoke, load_before),
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "cpu_probe_seconds": {"before": probe_before, "after": cpu_probe()},
         "commits": {"current": current.commit, "baseline": git("rev-parse", "--short", BASELINE)},

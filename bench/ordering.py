@@ -70,6 +70,7 @@ from bench.scenarios import (
     finish,
     keep_results,
     prepared_bench,
+    results_head,
 )
 
 BASELINE = "144e242"  # the last commit before per-entity ordering
@@ -603,24 +604,36 @@ def targets(a: dict[str, Any], b: dict[str, Any]) -> dict[str, bool]:
     return met
 
 
+def compared_lines(what: str, compared: dict[str, Any], commits: dict[str, str]) -> list[str]:
+    """What `compare` found, a line a side (its medians), then, with a baseline, current ÷
+    baseline of the medians and the median of the pairs' ratios."""
+    ingest = "ingest_rps" in compared["current"]
+    lines = []
+    for side in ("current", "baseline"):
+        if side in compared:
+            m = compared[side]
+            lines.append(
+                f"{what}, {side} ({commits[side]}), median of {m['runs']}: drain "
+                f"{m['drain_events_per_second']:,}/s from worker start "
+                f"({m['drain_events_per_second_processed_at_span']:,}/s over processed_at)"
+                + (f", ingest {m['ingest_rps']:,.0f} req/s" if ingest else "")
+            )
+    if "ratios" in compared:
+        r, p = compared["ratios"], compared["pair_ratio_medians"]
+        lines.append(
+            f"{what}, current ÷ baseline of the medians: drain {r['drain_events_per_second']} "
+            f"({r['drain_events_per_second_processed_at_span']} over processed_at)"
+            + (f", ingest {r['ingest_rps']}" if ingest else "")
+            + f"; median of the pairs' ratios: {p['drain_events_per_second']}, "
+            f"{p['drain_events_per_second_processed_at_span']}"
+            + (f", {p['ingest_rps']}" if ingest else "")
+        )
+    return lines
+
+
 def summary(results: dict[str, Any]) -> list[str]:
     a, b = results["unkeyed"], results["hot_key"]
-    lines = [
-        f"unkeyed outage, {side} ({results['commits'][side]}), median of {m['runs']}: drain "
-        f"{m['drain_events_per_second']:,}/s from worker start "
-        f"({m['drain_events_per_second_processed_at_span']:,}/s over processed_at), "
-        f"ingest {m['ingest_rps']:,.0f} req/s"
-        for side, m in ((side, a.get(side)) for side in ("current", "baseline"))
-        if m is not None
-    ]
-    if "ratios" in a:
-        r, p = a["ratios"], a["pair_ratio_medians"]
-        lines.append(
-            f"current ÷ baseline, of the medians: drain {r['drain_events_per_second']} "
-            f"({r['drain_events_per_second_processed_at_span']} over processed_at), ingest "
-            f"{r['ingest_rps']}; median of the pairs' ratios: {p['drain_events_per_second']}, "
-            f"{p['drain_events_per_second_processed_at_span']}, {p['ingest_rps']}"
-        )
+    lines = compared_lines("unkeyed outage", a, results["commits"])
     lines += key_lines(b)
     lines += [
         f"{'met' if ok else 'NOT MET'}: {target}" for target, ok in results["targets"].items()
@@ -707,10 +720,7 @@ def main(smoke: bool, commit: str | None) -> None:
     except BenchError as exc:  # building a side (prepared_bench turns its own into these)
         raise click.ClickException(str(exc)) from exc
     results: dict[str, Any] = {
-        "date": dt.date.today().isoformat(),
-        "smoke": smoke,
-        "cores": os.cpu_count(),
-        "load_average_before": [round(x, 2) for x in load_before],
+        **results_head(smoke, load_before),
         "cpu_probe_seconds": {"before": probe_before, "after": cpu_probe()},
         "commits": {"current": current.commit, "baseline": git("rev-parse", "--short", BASELINE)},
         # Smoke runs measure this checkout: the code under test changed but not committed.

@@ -148,17 +148,25 @@ class Procs:
                 )
 
 
-def wait_http(url: str, proc: Proc, timeout: float = 30) -> None:
+def unanswered(url: str, popen: subprocess.Popen[bytes], timeout: float) -> str | None:
+    """Polls ``url`` until it answers: None then; else why it did not, "exited" (the process
+    ended first) or "timed out"."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.popen.poll() is not None:
-            raise BenchError(f"{proc.name} exited before answering:\n{proc.log_tail()}")
+        if popen.poll() is not None:
+            return "exited"
         try:
             requests.get(url, timeout=1)
-            return
-        except requests.RequestException:
+            return None
+        except requests.RequestException:  # not listening yet, or a worker still booting
             time.sleep(0.1)
-    raise BenchError(f"{proc.name} did not answer {url} within {timeout} s:\n{proc.log_tail()}")
+    return f"timed out after {timeout} s"
+
+
+def wait_http(url: str, proc: Proc, timeout: float = 30) -> None:
+    why = unanswered(url, proc.popen, timeout)
+    if why is not None:
+        raise BenchError(f"{proc.name} {why} before answering {url}:\n{proc.log_tail()}")
 
 
 def wait_until(

@@ -3,6 +3,7 @@ behind a deep queue, and the baselines."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -627,6 +628,17 @@ def keep_results(results: dict[str, Any], name: str) -> None:
     path = ROOT / "bench" / "results" / f"{results['date']}-{name}.json"
     results["file"] = str(path.relative_to(ROOT))
     path.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def results_head(smoke: bool, load_before: tuple[float, float, float]) -> dict[str, Any]:
+    """What a scenario's results begin with: the day, whether it was a smoke run, the
+    machine's cores, and its load averages as the run began."""
+    return {
+        "date": dt.date.today().isoformat(),
+        "smoke": smoke,
+        "cores": os.cpu_count(),
+        "load_average_before": [round(x, 2) for x in load_before],
+    }
 
 
 def finish(results: dict[str, Any], lines: list[str], *, name: str, smoke: bool) -> None:

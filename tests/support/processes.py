@@ -9,14 +9,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis as redis_lib
-import requests
 
+from bench.procs import unanswered
 from hooklatch.settings import Settings
 from tests.support.database import count
 from tests.support.install import ROOT
@@ -103,16 +102,8 @@ def hooklatch_cmd(*args: str) -> list[str]:
 
 
 def wait_http(url: str, proc: Proc, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.popen.poll() is not None:
-            raise AssertionError(f"process exited early:\n{proc.log()}")
-        try:
-            requests.get(url, timeout=1)
-            return
-        except requests.RequestException:  # not listening yet, or a worker still booting
-            time.sleep(0.1)
-    raise AssertionError(f"{url} did not answer:\n{proc.log()}")
+    why = unanswered(url, proc.popen, timeout)
+    assert why is None, f"the process {why} before answering {url}:\n{proc.log()}"
 
 
 def start_gunicorn(
