@@ -6,15 +6,7 @@ from rq.job import Job, JobStatus
 
 from hooklatch.workers.worker.lease import job_lease
 from tests.support.database import count
-from tests.support.relay import (
-    WAITING,
-    clocked,
-    ingest,
-    jobs_of,
-    one_job,
-    relay_for,
-    sweep_after_a_sighting,
-)
+from tests.support.relay import WAITING, clocked, ingest, jobs_of, one_job, relay_for, second_sweep
 
 SECRET = "whsec_test_secret"
 
@@ -82,7 +74,7 @@ def test_a_started_job_is_alive_while_its_lease_is_held_and_lost_when_it_is_not(
         clock.advance(60)
         assert relay.sweep_once() == 0
     # That process died: its lease went with it.
-    assert sweep_after_a_sighting(relay, clock) == 3
+    assert second_sweep(relay, clock) == 3
 
 
 def test_two_relays_at_once_move_each_outbox_row_exactly_once(client, runtime):
@@ -153,13 +145,13 @@ def test_work_lost_again_and_again_goes_out_alone_then_its_event_is_dead(client,
 
     for round_ in (1, 2):
         lose_every_job()
-        assert sweep_after_a_sighting(relay, clock) == 3
+        assert second_sweep(relay, clock) == 3
         assert count(runtime, "SELECT min(lost_dispatches) FROM outbox") == round_
         assert relay.relay_once() == 3
         assert queue.count == 3  # each alone now
 
     lose_every_job()
-    sweep_after_a_sighting(relay, clock)
+    second_sweep(relay, clock)
     assert count(runtime, "SELECT count(*) FROM outbox") == 0
     assert count(runtime, "SELECT count(*) FROM events WHERE status = 'dead'") == 3
     errors = count(

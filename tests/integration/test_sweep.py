@@ -6,15 +6,7 @@ from rq.job import Job, JobStatus
 from hooklatch.workers.relay.sinks import SUSPECT_PREFIX
 from hooklatch.workers.worker.lease import job_lease
 from tests.support.database import count
-from tests.support.relay import (
-    WAITING,
-    clocked,
-    ingest,
-    jobs_of,
-    one_job,
-    relay_for,
-    sweep_after_a_sighting,
-)
+from tests.support.relay import WAITING, clocked, ingest, jobs_of, one_job, relay_for, second_sweep
 
 SECRET = "whsec_test_secret"
 
@@ -52,7 +44,7 @@ def test_a_job_dispatched_within_the_grace_is_not_even_looked_at(client, runtime
     assert relay.sweep_once() == 0  # handed out 9 s ago: not a candidate yet
     assert not queue.connection.keys(f"{SUSPECT_PREFIX}{queue.name}:*")  # not looked at
     clock.advance(1.5)
-    assert sweep_after_a_sighting(relay, clock) == 2
+    assert second_sweep(relay, clock) == 2
 
 
 def test_a_second_relay_sees_the_same_first_sighting_of_a_taken_job(client, runtime):
@@ -90,7 +82,7 @@ def test_a_job_seen_starting_and_then_running_is_judged_afresh_when_its_lease_go
     with job_lease(runtime.engine, job_id):
         clock.advance(10)
         assert relay.sweep_once() == 0  # running
-    assert sweep_after_a_sighting(relay, clock) == 2
+    assert second_sweep(relay, clock) == 2
 
 
 def test_a_job_missing_from_redis_whose_lease_is_held_is_left_running(client, runtime):
@@ -135,7 +127,7 @@ def test_without_lpos_the_queue_is_read_whole(client, runtime):
     relay.relay_once()
     assert relay.sweep_once() == 0  # queued, found in the list
     queue.connection.lmove(queue.key, queue.intermediate_queue_key)
-    assert sweep_after_a_sighting(relay, clock) == 3
+    assert second_sweep(relay, clock) == 3
 
 
 def test_without_postgresql_a_job_gone_from_redis_is_still_lost(settings, router, tmp_path):
@@ -175,7 +167,7 @@ def test_an_event_locked_when_its_job_is_given_up_keeps_its_count(client, runtim
     queue.remove(job_id)
     with runtime.engine.connect() as holder:
         holder.execute(text("SELECT id FROM events FOR NO KEY UPDATE"))  # a worker on it
-        sweep_after_a_sighting(relay, clock)
+        second_sweep(relay, clock)
         assert count(runtime, "SELECT count(*) FROM outbox") == 1
         assert count(runtime, "SELECT lost_dispatches FROM outbox") == 1
         holder.rollback()  # that worker died too
@@ -183,6 +175,6 @@ def test_an_event_locked_when_its_job_is_given_up_keeps_its_count(client, runtim
     [job_id] = jobs_of(runtime)
     Job.fetch(job_id, connection=queue.connection).set_status(JobStatus.STARTED)
     queue.remove(job_id)
-    sweep_after_a_sighting(relay, clock)
+    second_sweep(relay, clock)
     assert count(runtime, "SELECT count(*) FROM events WHERE status = 'dead'") == 1
     assert count(runtime, "SELECT count(*) FROM outbox") == 0

@@ -71,9 +71,10 @@ def clocked(runtime, **settings) -> Clock:
     return clock
 
 
-def sweep_after_a_sighting(relay, clock) -> int:
-    """A job that is neither queued nor holding its lease is lost only when a later sweep,
-    half a sweep interval or more after the first sighting, still finds it so."""
+def second_sweep(relay, clock) -> int:
+    """What a sweep a sweep interval after a first one (which must find nothing lost)
+    re-dispatches: a job that is neither queued nor holding its lease is lost only when a
+    later sweep, half a sweep interval or more after the first sighting, still finds it so."""
     assert relay.sweep_once() == 0
     clock.advance(relay.settings.sweep_interval_seconds)
     return relay.sweep_once()
