@@ -7,10 +7,13 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from cryptography.fernet import Fernet
+
+Number = TypeVar("Number", int, float)
 
 
 class SettingsError(ValueError):
@@ -18,31 +21,37 @@ class SettingsError(ValueError):
 
 
 def read_int(environ: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
-    raw = environ.get(name)
-    if raw is None or raw.strip() == "":
+    value = _converted(environ, name, int, "a whole number")
+    if value is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a whole number, got {raw!r}") from None
     if value < minimum:
         raise SettingsError(f"{name} must be at least {minimum}, got {value}")
     return value
 
 
 def read_float(environ: Mapping[str, str], name: str, default: float) -> float:
-    raw = environ.get(name)
-    if raw is None or raw.strip() == "":
+    value = _converted(environ, name, float, "a number")
+    if value is None:
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
     if not math.isfinite(value):
-        raise SettingsError(f"{name} must be a finite number, got {raw.strip()!r}")
+        raise SettingsError(f"{name} must be a finite number, got {environ[name].strip()!r}")
     if value < 0:
         raise SettingsError(f"{name} must not be negative, got {value}")
     return value
+
+
+def _converted(
+    environ: Mapping[str, str], name: str, convert: Callable[[str], Number], kind: str
+) -> Number | None:
+    """The variable's text converted, or None when it is unset or blank; a SettingsError
+    saying it must be ``kind`` when it cannot be."""
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        return convert(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be {kind}, got {raw!r}") from None
 
 
 def read_flag(environ: Mapping[str, str], name: str, default: bool) -> bool:

@@ -120,7 +120,7 @@ def main(smoke: bool, out: Path | None) -> None:
     # A Redis database of its own: the harness empties it between scenarios.
     redis_url = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
     _preflight(admin_url, redis_url)
-    plan = Plan.quick() if smoke else Plan.full()
+    plan = Plan.for_run(smoke)
     with tempfile.TemporaryDirectory(prefix="hooklatch-bench-") as scratch:
         work_dir = Path(scratch)
         try:

@@ -35,7 +35,6 @@ or a request not answered 200, never on figures.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import statistics
 import time
@@ -48,8 +47,9 @@ from redis import Redis
 from rq import Queue
 
 from bench import load
+from bench.plans import Sized, sized
 from bench.procs import BIN, ROOT, BenchError, MemorySampler, Procs, psql, scalar
-from bench.scenarios import Bench, Plan, echo_figures, keep_results, prepared_bench
+from bench.scenarios import Bench, Plan, finish, prepared_bench, results_head
 
 REDIS_URL = "redis://127.0.0.1:6379/10"
 HANDLERS = "bench.handlers.write"  # one bench_effects row per event (its key: a double fails)
@@ -57,31 +57,19 @@ SIMPLE, FORKING = "rq.worker.SimpleWorker", "rq.worker.Worker"
 
 
 @dataclass(frozen=True)
-class ArrivalsPlan:
-    burst_seconds: float = 20
+class ArrivalsPlan(Sized):
+    burst_seconds: float = sized(20, smoke=3)
     connections: int = 16
     # Pre-signed requests per second of burst: more than either receiver takes here.
-    pool_rps: int = 4000
+    pool_rps: int = sized(4000, smoke=3000)
     workers: int = 2
     # hooklatch must clear its backlog: past this, the run fails (events left unprocessed).
-    clear_timeout_seconds: float = 600
-    naive_clear_cap_seconds: float = 120
-    naive_drain_cap_seconds: float = 60
-    settle_seconds: float = 2
+    clear_timeout_seconds: float = sized(600, smoke=180)
+    naive_clear_cap_seconds: float = sized(120, smoke=5)
+    naive_drain_cap_seconds: float = sized(60, smoke=4)
+    settle_seconds: float = sized(2, smoke=1)
     # The long run: bursts with the same two workers running until this many events.
-    long_run_events: int = 100_000
-
-    @classmethod
-    def quick(cls) -> ArrivalsPlan:
-        return cls(
-            burst_seconds=3,
-            pool_rps=3000,
-            clear_timeout_seconds=180,
-            naive_clear_cap_seconds=5,
-            naive_drain_cap_seconds=4,
-            settle_seconds=1,
-            long_run_events=1000,
-        )
+    long_run_events: int = sized(100_000, smoke=1000)
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -166,6 +154,14 @@ def wait_for(
         if time.monotonic() - started > timeout:
             return None
         time.sleep(0.1)
+
+
+def drained(bench: Bench, procs: Procs, timeout: float, name: str) -> float:
+    """Seconds until no event is pending; past ``timeout``, a BenchError."""
+    seconds = wait_for(procs, lambda: pending(bench) == 0, timeout=timeout, what=name)
+    if seconds is None:
+        raise BenchError(f"{name}: events still pending after {timeout} s")
+    return seconds
 
 
 def start_workers(bench: Bench, procs: Procs, count: int, sampler: MemorySampler) -> None:
@@ -262,15 +258,8 @@ def sustained(bench: Bench, plan: ArrivalsPlan) -> dict[str, Any]:
         time.sleep(plan.settle_seconds)  # the relay and the workers up before the clock
         ingest, ended = burst(bench, plan, "sustained", base_url)
         backlog = pending(bench)
-        cleared = wait_for(
-            procs,
-            lambda: pending(bench) == 0,
-            timeout=plan.clear_timeout_seconds,
-            what="the sustained backlog",
-        )
+        drained(bench, procs, plan.clear_timeout_seconds, "sustained")
         memory = sampler.stop()
-    if cleared is None:
-        raise BenchError(f"sustained: backlog not processed in {plan.clear_timeout_seconds} s")
     times = check_once(bench, "sustained")
     check_stored("sustained", ingest.requests, times["events"], plan.connections)
     sizes = finished_job_sizes(bench)
@@ -374,15 +363,8 @@ def outage(bench: Bench, plan: ArrivalsPlan) -> dict[str, Any]:
         workers_started = time.time()
         start_workers(bench, procs, plan.workers, sampler)
         sampler.start()
-        drained = wait_for(
-            procs,
-            lambda: pending(bench) == 0,
-            timeout=plan.clear_timeout_seconds,
-            what="the outage backlog",
-        )
+        drained(bench, procs, plan.clear_timeout_seconds, "outage")
         memory = sampler.stop()
-    if drained is None:
-        raise BenchError(f"outage: backlog not processed in {plan.clear_timeout_seconds} s")
     times = check_once(bench, "outage")
     sizes = finished_job_sizes(bench)  # the jobs the workers ran
     wall = times["last_processed"] - workers_started
@@ -423,16 +405,7 @@ def long_run(bench: Bench, plan: ArrivalsPlan) -> dict[str, Any]:
                 sampler.watch(proc.name, proc.pid)
             sampler.start()
             burst(bench, plan, f"long-{len(rounds)}", base_url)
-            cleared = wait_for(
-                procs,
-                lambda: pending(bench) == 0,
-                timeout=plan.clear_timeout_seconds,
-                what="the long run's backlog",
-            )
-            if cleared is None:
-                raise BenchError(
-                    f"long run: backlog not processed in {plan.clear_timeout_seconds} s"
-                )
+            drained(bench, procs, plan.clear_timeout_seconds, "long run")
             processed = int(scalar(bench.database_url, "SELECT count(*) FROM events"))
             rounds.append({"events_so_far": processed, **peaks(sampler.stop())})
     check_once(bench, "long run")
@@ -582,9 +555,9 @@ def summary(results: dict[str, Any]) -> list[str]:
 @click.command()
 @click.option("--smoke", is_flag=True, help="A few seconds per phase: checks, not figures.")
 def main(smoke: bool) -> None:
-    plan = ArrivalsPlan.quick() if smoke else ArrivalsPlan()
+    plan = ArrivalsPlan.for_run(smoke)
     load_before = os.getloadavg()
-    with prepared_bench(Plan.quick() if smoke else Plan.full(), REDIS_URL) as bench:
+    with prepared_bench(Plan.for_run(smoke), REDIS_URL) as bench:
         s: dict[str, Any] = {}
         bench.log("arrivals: sustained (hooklatch)")
         s["sustained"] = sustained(bench, plan)  # first: it sets the web worker count
@@ -610,10 +583,7 @@ def main(smoke: bool) -> None:
     hooklatch_runs = (s["sustained"], s["outage"], s["long_run"])
     naive_runs = (s["sustained_naive"], s["outage_naive_simple_worker"], s["outage_naive_worker"])
     results: dict[str, Any] = {
-        "date": dt.date.today().isoformat(),
-        "smoke": smoke,
-        "cores": os.cpu_count(),
-        "load_average_before": [round(x, 2) for x in load_before],
+        **results_head(smoke, load_before),
         "plan": asdict(plan),
         "web_workers": web_workers,
         "handlers": HANDLERS,
@@ -626,11 +596,7 @@ def main(smoke: bool) -> None:
             "naive_work_horse": max(x["work_horse_peak_rss_mb"] for x in naive_runs),
         },
     }
-    if not smoke:
-        keep_results(results, "arrivals")
-    echo_figures(results, summary(results))
-    if smoke:
-        click.echo("smoke run: every scenario ran and was checked; its figures are not kept")
+    finish(results, summary(results), name="arrivals", smoke=smoke)
 
 
 if __name__ == "__main__":

@@ -179,11 +179,6 @@ class Chaos:
     def prepare(self) -> None:
         import subprocess
 
-        from bench.handlers import metadata
-        from hooklatch.assembly import build_runtime
-        from hooklatch.endpoints.service import create_endpoint
-        from hooklatch.settings import Settings
-
         with (self.work_dir / "migrations.log").open("ab") as output:
             subprocess.run(
                 [str(BIN / "hooklatch"), "db", "upgrade"],
@@ -192,18 +187,7 @@ class Chaos:
                 stdout=output,
                 stderr=subprocess.STDOUT,
             )
-        runtime = build_runtime(Settings.from_env(self.env))
-        metadata.create_all(runtime.engine)
-        with runtime.session_factory.begin() as session:
-            endpoint, _ = create_endpoint(
-                session,
-                provider=runtime.provider("stripe"),
-                name="chaos",
-                secrets=[load.SECRET],
-                box=runtime.box,
-            )
-            self.endpoint_id = endpoint.id
-        runtime.dispose()
+        self.endpoint_id = load.stripe_endpoint(self.env, "chaos")
 
     def start(self, name: str) -> Proc:
         role = name.split("-")[0]

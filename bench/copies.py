@@ -17,7 +17,7 @@ from typing import Any
 
 from bench import load
 from bench.arrivals import HANDLERS
-from bench.ordering import Side, run_quietly
+from bench.ordering import Side, both_sides, in_pairs, run_quietly
 from bench.procs import ROOT, BenchError, psql
 from bench.scenarios import Bench
 
@@ -86,12 +86,11 @@ def one_process(
 ) -> dict[str, Any]:
     """``count`` events stored once; copies of them drained by each side in turn, in pairs
     whose order alternates. Medians, and current ÷ baseline."""
-    both = [current] if baseline is None else [current, baseline]
+    both = both_sides(current, baseline)
     fill(bench, count)
     runs = [
         copy_run(bench, side, f"copy-{n}-{side.name}", count)
-        for n in range(pairs)
-        for side in (both if n % 2 == 0 else both[::-1])
+        for n, side in in_pairs(current, baseline, pairs)
     ]
     result: dict[str, Any] = {"runs": runs}
     medians = {

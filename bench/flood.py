@@ -31,7 +31,8 @@ from typing import Any
 import click
 
 from bench import load
-from bench.procs import BenchError, psql, scalar
+from bench.plans import Sized, sized
+from bench.procs import BenchError, children, psql, scalar
 from bench.scenarios import Bench, Plan, echo_figures, prepared_bench
 from hooklatch.settings import Settings
 
@@ -44,18 +45,14 @@ MODES = {"per_request_upsert": "0", "batched": str(Settings.refusal_flush_second
 
 
 @dataclass(frozen=True)
-class FloodPlan:
+class FloodPlan(Sized):
     good_rate: float = 100
     bad_rate: float = 1000
-    seconds: float = 30
-    warmup_seconds: float = 3
+    seconds: float = sized(30, smoke=3)
+    warmup_seconds: float = sized(3, smoke=1)
     # The flood runs this long before the good deliveries are measured beside it.
-    flood_lead_seconds: float = 2
+    flood_lead_seconds: float = sized(2, smoke=1)
     flood_connections: int = 50
-
-    @classmethod
-    def quick(cls) -> FloodPlan:
-        return cls(seconds=3, warmup_seconds=1, flood_lead_seconds=1)
 
 
 def start_flood(url: str, plan: FloodPlan, seconds: float) -> subprocess.Popen[bytes]:
@@ -140,7 +137,7 @@ class CpuMeter:
         self.tick = os.sysconf("SC_CLK_TCK")
 
     def sample(self) -> dict[int, float]:
-        return {pid: self._seconds(pid) for pid in _children(self.web_pid)}
+        return {pid: self._seconds(pid) for pid in children(self.web_pid)}
 
     @staticmethod
     def used(before: dict[int, float], after: dict[int, float]) -> float:
@@ -154,14 +151,6 @@ class CpuMeter:
         except OSError:
             return 0.0
         return (int(fields[11]) + int(fields[12])) / self.tick  # utime, stime
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as handle:
-            return [int(child) for child in handle.read().split()]
-    except OSError:
-        return []
 
 
 def run_mode(bench: Bench, mode: str, plan: FloodPlan) -> dict[str, Any]:
@@ -273,9 +262,9 @@ def summary(results: dict[str, Any]) -> list[str]:
 def main(
     smoke: bool, rounds: int, bad_rate: float | None, seconds: float | None, modes: tuple[str, ...]
 ) -> None:
-    plan = FloodPlan.quick() if smoke else FloodPlan()
+    plan = FloodPlan.for_run(smoke)
     plan = replace(plan, bad_rate=bad_rate or plan.bad_rate, seconds=seconds or plan.seconds)
-    with prepared_bench(Plan.quick() if smoke else Plan.full(), REDIS_URL) as bench:
+    with prepared_bench(Plan.for_run(smoke), REDIS_URL) as bench:
         results = run(bench, plan, rounds, modes or tuple(MODES))
     echo_figures(results, summary(results))
 

@@ -23,11 +23,11 @@ from bench.scenarios import Plan, echo_figures, prepared_bench
 @click.option("--seconds", type=float, default=None, help="Seconds per flood phase [30].")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON too.")
 def main(smoke: bool, rounds: int, seconds: float | None, as_json: bool) -> None:
-    slow_plan = slow_clients.SlowPlan.quick() if smoke else slow_clients.SlowPlan()
-    flood_plan = flood.FloodPlan.quick() if smoke else flood.FloodPlan()
+    slow_plan = slow_clients.SlowPlan.for_run(smoke)
+    flood_plan = flood.FloodPlan.for_run(smoke)
     flood_plan = replace(flood_plan, seconds=seconds or flood_plan.seconds)
     rounds = 1 if smoke else rounds
-    with prepared_bench(Plan.quick() if smoke else Plan.full(), flood.REDIS_URL) as bench:
+    with prepared_bench(Plan.for_run(smoke), flood.REDIS_URL) as bench:
         slow = slow_clients.run(bench, slow_plan, rounds)
         flooded = flood.run(bench, flood_plan, rounds)
     date = dt.date.today().isoformat()

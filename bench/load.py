@@ -76,6 +76,32 @@ def sign(external_id: str, *, secret: str = SECRET, now: int | None = None) -> S
     return Signed(external_id, f"t={stamp},v1={digest}", body)
 
 
+def stripe_endpoint(env: dict[str, str], name: str, *, ordering: str | None = None) -> str:
+    """A Stripe endpoint whose secret is SECRET, in the database ``env`` names (with the
+    benchmark handlers' tables beside it), and its ordering policy if given; its id."""
+    from bench.handlers import metadata
+    from hooklatch.assembly import build_runtime
+    from hooklatch.endpoints.service import create_endpoint
+    from hooklatch.ordering.service import set_ordering
+    from hooklatch.settings import Settings
+
+    runtime = build_runtime(Settings.from_env(env))
+    metadata.create_all(runtime.engine)
+    with runtime.session_factory.begin() as session:
+        endpoint, _ = create_endpoint(
+            session,
+            provider=runtime.provider("stripe"),
+            name=name,
+            secrets=[SECRET],
+            box=runtime.box,
+        )
+        if ordering is not None:
+            set_ordering(session, endpoint, actor="bench", now=runtime.clock(), policy=ordering)
+        endpoint_id = endpoint.id
+    runtime.dispose()
+    return endpoint_id
+
+
 def signed_batch(prefix: str, count: int) -> list[Signed]:
     stamp = int(time.time())
     return [sign(f"evt_{prefix}_{n:08d}", now=stamp) for n in range(count)]

@@ -34,13 +34,9 @@ refused, never on figures.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
-import statistics
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -52,8 +48,16 @@ from stripe import WebhookSignature
 from bench import arrivals, load, ordering
 from bench.copies import one_process
 from bench.ordering import Side, cpu_probe, git, run_quietly
-from bench.procs import ROOT, BenchError, Procs, free_port, wait_http
-from bench.scenarios import Bench, Plan, _wait_children, echo_figures, keep_results, prepared_bench
+from bench.plans import Sized, sized
+from bench.procs import ROOT, BenchError, Procs, memory_mib
+from bench.scenarios import (
+    Bench,
+    Plan,
+    _wait_children,
+    finish,
+    prepared_bench,
+    results_head,
+)
 
 BASELINE = "adf8674"  # the last commit whose claims read every event's body
 REDIS_URL = "redis://127.0.0.1:6379/15"
@@ -84,51 +88,31 @@ LIMIT = Large("10 x 25 MB", 10, 25_000_000, max_body_bytes=25 * MIB)
 
 
 @dataclass(frozen=True)
-class MemoryPlan:
-    large: tuple[Large, ...] = (FOUR_MIB, LIMIT)
+class MemoryPlan(Sized):
+    large: tuple[Large, ...] = sized(
+        (FOUR_MIB, LIMIT),
+        smoke=(Large("8 x 4 MiB", 8, 4 * MIB), Large("2 x 25 MB", 2, 25_000_000, 25 * MIB)),
+    )
     # On HEAD only: the peak against the setting.
-    current_only: tuple[Large, ...] = (
-        Large("80 x 4 MiB", 80, 4 * MIB, budget=8 * MIB),
-        Large("80 x 4 MiB", 80, 4 * MIB, budget=128 * MIB),
+    current_only: tuple[Large, ...] = sized(
+        (
+            Large("80 x 4 MiB", 80, 4 * MIB, budget=8 * MIB),
+            Large("80 x 4 MiB", 80, 4 * MIB, budget=128 * MIB),
+        ),
+        smoke=(),
     )
     # B: the backlog, the rate it is sent at (within what gunicorn takes here), the pairs.
-    small_events: int = 10_000
+    small_events: int = sized(10_000, smoke=500)
     small_rate: float = 1500
     workers: int = 2
-    pairs: int = 6
+    pairs: int = sized(6, smoke=1)
     # C: the events in the copied database, and the pairs of drains.
-    copy_events: int = 20_000
-    copy_pairs: int = 6
-    baseline: bool = True
-
-    @classmethod
-    def quick(cls) -> MemoryPlan:
-        return cls(
-            large=(Large("8 x 4 MiB", 8, 4 * MIB), Large("2 x 25 MB", 2, 25_000_000, 25 * MIB)),
-            current_only=(),
-            small_events=500,
-            pairs=1,
-            copy_events=500,
-            copy_pairs=1,
-            baseline=False,
-        )
+    copy_events: int = sized(20_000, smoke=500)
+    copy_pairs: int = sized(6, smoke=1)
+    baseline: bool = sized(True, smoke=False)
 
 
 # -- the code under test ------------------------------------------------------------------------
-
-
-@contextmanager
-def sides(plan: MemoryPlan) -> Iterator[tuple[Side, Side | None]]:
-    """Full runs: HEAD and the baseline, each installed from its commit. Smoke runs: this
-    checkout, and no baseline."""
-    if not plan.baseline:
-        yield ordering.checkout_side(), None
-        return
-    with (
-        ordering.installed_side("current", "HEAD", has_ordering=True) as current,
-        ordering.installed_side("baseline", BASELINE, has_ordering=True) as baseline,
-    ):
-        yield current, baseline
 
 
 PROBE = """
@@ -199,39 +183,23 @@ def send_large(base_url: str, hook_path: str, run: Large) -> float:
     return sum(sizes) / len(sizes)
 
 
-def memory_mib(pid: int) -> dict[str, float]:
-    fields = {}
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            name, _, value = line.partition(":")
-            if name in ("VmRSS", "VmHWM"):
-                fields[name] = round(int(value.split()[0]) / 1024, 1)
-    return {"peak_mib": fields["VmHWM"], "after_mib": fields["VmRSS"]}
+def memory(pid: int) -> dict[str, float]:
+    found = memory_mib(pid)
+    return {"peak_mib": round(found["peak"], 1), "after_mib": round(found["rss"], 1)}
 
 
 def large_run(bench: Bench, side: Side, run: Large) -> dict[str, Any]:
     bench.reset()
     env = bench.env(HOOKLATCH_HANDLERS=HANDLERS, **run.env())
-    port = free_port()
     with Procs(bench.work_dir) as procs:
-        web = procs.start(
-            f"{side.name}-web",
-            [str(side.python), "-m", "gunicorn", "wsgi:app", "-c", "gunicorn.conf.py"],
-            {**env, "HOST": "127.0.0.1", "PORT": str(port)},
-        )
-        base_url = f"http://127.0.0.1:{port}"
-        wait_http(base_url + "/healthz", web)
+        _, base_url = ordering.start_web(procs, side, env)
         mean = send_large(base_url, bench.hook_path, run)
         procs.start(f"{side.name}-relay", [side.hooklatch, "relay"], env)
         worker = procs.start(f"{side.name}-worker", [side.hooklatch, "worker"], env)
         _wait_children(worker.pid)
-        done = arrivals.wait_for(
-            procs, lambda: arrivals.pending(bench) == 0, timeout=600, what=run.name
-        )
-        if done is None:
-            raise BenchError(f"{run.name}: events still pending after 600 s")
-        horse = memory_mib(horse_of(worker.pid))
-        own = memory_mib(worker.pid)
+        done = arrivals.drained(bench, procs, 600, run.name)
+        horse = memory(horse_of(worker.pid))
+        own = memory(worker.pid)
     arrivals.check_once(bench, run.name)
     sizes = arrivals.finished_job_sizes(bench)
     result: dict[str, Any] = {
@@ -262,7 +230,7 @@ def horse_of(worker: int) -> int:
 def large_bodies(
     bench: Bench, plan: MemoryPlan, current: Side, baseline: Side | None
 ) -> list[dict[str, Any]]:
-    both = [current] if baseline is None else [current, baseline]
+    both = ordering.both_sides(current, baseline)
     runs = [large_run(bench, side, run) for run in plan.large for side in both]
     return runs + [large_run(bench, current, run) for run in plan.current_only]
 
@@ -285,11 +253,7 @@ def small_run(bench: Bench, plan: MemoryPlan, side: Side, name: str) -> dict[str
         started = time.time()
         env = bench.env(HOOKLATCH_HANDLERS=HANDLERS)
         ordering.start_workers(procs, side, env, plan.workers)
-        done = arrivals.wait_for(
-            procs, lambda: arrivals.pending(bench) == 0, timeout=600, what=name
-        )
-        if done is None:
-            raise BenchError(f"{name}: events still pending after 600 s")
+        arrivals.drained(bench, procs, 600, name)
     times = arrivals.check_once(bench, name)
     wall = times["last_processed"] - started
     span = times["last_processed"] - times["first_processed"]
@@ -310,47 +274,22 @@ def small_run(bench: Bench, plan: MemoryPlan, side: Side, name: str) -> dict[str
     return result
 
 
-FIGURES = ("drain_events_per_second", "drain_events_per_second_processed_at_span")
-
-
-def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Medians of each side, current ÷ baseline of the medians, and of each pair."""
-    by_side = {side: [r for r in runs if r["side"] == side] for side in ("current", "baseline")}
-    result: dict[str, Any] = {
-        side: {
-            "runs": len(mine),
-            **{name: round(statistics.median(r[name] for r in mine), 1) for name in FIGURES},
-        }
-        for side, mine in by_side.items()
-        if mine
-    }
-    if "baseline" not in result:
-        return result
-    result["ratios"] = {
-        name: round(result["current"][name] / result["baseline"][name], 3) for name in FIGURES
-    }
-    pairs = [
-        {name: round(a[name] / b[name], 3) for name in FIGURES}
-        for a, b in zip(by_side["current"], by_side["baseline"], strict=True)
-    ]
-    result["pair_ratios"] = pairs
-    result["pair_ratio_medians"] = {
-        name: round(statistics.median(pair[name] for pair in pairs), 3) for name in FIGURES
-    }
-    return result
+# The figures compared: ordering.compare's, each at the top of a run's result.
+FIGURES = {
+    name: (name,)
+    for name in ("drain_events_per_second", "drain_events_per_second_processed_at_span")
+}
 
 
 def small_events(
     bench: Bench, plan: MemoryPlan, current: Side, baseline: Side | None
 ) -> dict[str, Any]:
     """Runs of each side in pairs whose order alternates, so that neither always runs first."""
-    both = [current] if baseline is None else [current, baseline]
     runs = [
         small_run(bench, plan, side, f"small-{n}-{side.name}")
-        for n in range(plan.pairs)
-        for side in (both if n % 2 == 0 else both[::-1])
+        for n, side in ordering.in_pairs(current, baseline, plan.pairs)
     ]
-    return {"runs": runs, **compare(runs)}
+    return {"runs": runs, **ordering.compare(runs, FIGURES)}
 
 
 # -- the command --------------------------------------------------------------------------------
@@ -367,23 +306,7 @@ def summary(results: dict[str, Any]) -> list[str]:
         f"{len(r['jobs'])} job(s)"
         for r in results["large"]
     ]
-    small = results["small"]
-    for side in ("current", "baseline"):
-        if side in small:
-            m = small[side]
-            lines.append(
-                f"small events, {side}, median of {m['runs']}: drain "
-                f"{m['drain_events_per_second']:,}/s from worker start "
-                f"({m['drain_events_per_second_processed_at_span']:,}/s over processed_at)"
-            )
-    if "ratios" in small:
-        r, p = small["ratios"], small["pair_ratio_medians"]
-        lines.append(
-            f"small events, current ÷ baseline of the medians: drain "
-            f"{r['drain_events_per_second']} ({r['drain_events_per_second_processed_at_span']} "
-            f"over processed_at); median of the pairs' ratios {p['drain_events_per_second']} "
-            f"({p['drain_events_per_second_processed_at_span']})"
-        )
+    lines += ordering.compared_lines("small events", results["small"], results["commits"])
     copies = results["one_process"]
     lines.append(
         "small events drained by one process, medians: "
@@ -423,14 +346,17 @@ def targets(
 @click.command()
 @click.option("--smoke", is_flag=True, help="Small counts, no baseline: checks, not figures.")
 def main(smoke: bool) -> None:
-    plan = MemoryPlan.quick() if smoke else MemoryPlan()
+    plan = MemoryPlan.for_run(smoke)
     load_before, probe_before = os.getloadavg(), cpu_probe()
     try:
         with (
-            sides(plan) as (current, baseline),
-            prepared_bench(Plan.quick() if smoke else Plan.full(), REDIS_URL) as bench,
+            ordering.sides(BASELINE if plan.baseline else None, baseline_has_ordering=True) as (
+                current,
+                baseline,
+            ),
+            prepared_bench(Plan.for_run(smoke), REDIS_URL) as bench,
         ):
-            both = [current] if baseline is None else [current, baseline]
+            both = ordering.both_sides(current, baseline)
             imports = {side.name: check_imports(bench, side) for side in both}
             bench.log("memory: large bodies, one job each")
             large = large_bodies(bench, plan, current, baseline)
@@ -443,10 +369,7 @@ def main(smoke: bool) -> None:
     except BenchError as exc:
         raise click.ClickException(str(exc)) from exc
     results: dict[str, Any] = {
-        "date": dt.date.today().isoformat(),
-        "smoke": smoke,
-        "cores": os.cpu_count(),
-        "load_average_before": [round(x, 2) for x in load_before],
+        **results_head(smoke, load_before),
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "cpu_probe_seconds": {"before": probe_before, "after": cpu_probe()},
         "commits": {"current": current.commit, "baseline": git("rev-parse", "--short", BASELINE)},
@@ -459,11 +382,7 @@ def main(smoke: bool) -> None:
         "one_process": copies,
         "targets": targets(large, small, copies),
     }
-    if not smoke:
-        keep_results(results, "memory")
-    echo_figures(results, summary(results))
-    if smoke:
-        click.echo("smoke run: every scenario ran and was checked; its figures are not kept")
+    finish(results, summary(results), name="memory", smoke=smoke)
 
 
 if __name__ == "__main__":

@@ -48,9 +48,9 @@ import sysconfig
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -60,9 +60,18 @@ from stripe import WebhookSignature
 
 from bench import arrivals, load
 from bench.arrivals import ArrivalsPlan
-from bench.handlers import timed  # its table is created with the others, by Bench.prepare
-from bench.procs import BIN, ROOT, BenchError, Procs, free_port, psql, wait_http
-from bench.scenarios import Bench, Plan, _wait_children, echo_figures, keep_results, prepared_bench
+from bench.plans import Sized, sized
+from bench.procs import BIN, ROOT, BenchError, Proc, Procs, free_port, psql, wait_http
+from bench.scenarios import (
+    Bench,
+    Plan,
+    _wait_children,
+    echo_figures,
+    finish,
+    keep_results,
+    prepared_bench,
+    results_head,
+)
 
 BASELINE = "144e242"  # the last commit before per-entity ordering
 REDIS_URL = "redis://127.0.0.1:6379/14"
@@ -74,29 +83,21 @@ STEADY, OUTAGE = "steady", "outage"
 
 
 @dataclass(frozen=True)
-class OrderingPlan:
+class OrderingPlan(Sized):
     # A: this many runs of each side, in pairs (current first in every other pair), each
     # an outage as bench.arrivals builds it (its burst, workers, clear timeout, settling).
-    pairs: int = 6
-    arrivals: ArrivalsPlan = field(default_factory=ArrivalsPlan)
-    baseline: bool = True
+    pairs: int = sized(6, smoke=1)
+    # (Frozen: one instance can be every plan's.)
+    arrivals: ArrivalsPlan = sized(ArrivalsPlan(), smoke=ArrivalsPlan.for_run(True))  # noqa: RUF009
+    baseline: bool = sized(True, smoke=False)
     # B: one key's events, and the handler's fixed cost.
-    key_events: int = 1000
+    key_events: int = sized(1000, smoke=100)
     handler_seconds: float = 0.005
     # Above one key's handler speed (1 ÷ 5 ms, less the handler's insert), so that the key
     # always has work waiting, and about what two workers can run; well within ingest.
     steady_rate: float = 250
     # The outage's burst: as fast as gunicorn answers the open-loop sender.
     outage_rate: float = 2000
-
-    @classmethod
-    def quick(cls) -> OrderingPlan:
-        return cls(
-            pairs=1,
-            arrivals=ArrivalsPlan.quick(),
-            baseline=False,
-            key_events=100,
-        )
 
 
 # -- the code under test: a commit installed on its own, or this checkout ----------------------
@@ -168,17 +169,33 @@ def installed_side(name: str, commit: str, *, has_ordering: bool) -> Iterator[Si
 
 
 @contextmanager
-def sides(plan: OrderingPlan) -> Iterator[tuple[Side, Side | None]]:
-    """Full runs: HEAD and the baseline, each installed from its commit (uncommitted edits
-    in this checkout are not measured). Smoke runs: this checkout, and no baseline."""
-    if not plan.baseline:
+def sides(
+    baseline: str | None, *, baseline_has_ordering: bool
+) -> Iterator[tuple[Side, Side | None]]:
+    """Full runs: HEAD and the ``baseline`` commit, each installed from its commit
+    (uncommitted edits in this checkout are not measured). Smoke runs (no baseline): this
+    checkout."""
+    if baseline is None:
         yield checkout_side(), None
         return
     with (
         installed_side("current", "HEAD", has_ordering=True) as current,
-        installed_side("baseline", BASELINE, has_ordering=False) as baseline,
+        installed_side("baseline", baseline, has_ordering=baseline_has_ordering) as old,
     ):
-        yield current, baseline
+        yield current, old
+
+
+def both_sides(current: Side, baseline: Side | None) -> list[Side]:
+    return [current] if baseline is None else [current, baseline]
+
+
+def in_pairs(current: Side, baseline: Side | None, pairs: int) -> Iterator[tuple[int, Side]]:
+    """Each side once in each of ``pairs`` pairs, whose order alternates (current then
+    baseline, baseline then current, ...), so that neither always runs first."""
+    both = both_sides(current, baseline)
+    for n in range(pairs):
+        for side in both if n % 2 == 0 else both[::-1]:
+            yield n, side
 
 
 PROBE = """
@@ -213,36 +230,30 @@ def servers(
 ) -> Iterator[tuple[Procs, str]]:
     """gunicorn (as the Procfile runs it) and one relay of this side's code, and workers."""
     env = bench.env(HOOKLATCH_HANDLERS=handlers, **extra)
-    port = free_port()
     with Procs(bench.work_dir) as procs:
-        web = procs.start(
-            f"{side.name}-web",
-            [str(side.python), "-m", "gunicorn", "wsgi:app", "-c", "gunicorn.conf.py"],
-            {**env, "HOST": "127.0.0.1", "PORT": str(port)},
-        )
-        wait_http(f"http://127.0.0.1:{port}/healthz", web)
+        web, base_url = start_web(procs, side, env)
         bench.web_workers = _wait_children(web.pid)
         procs.start(f"{side.name}-relay", [side.hooklatch, "relay"], env)
         start_workers(procs, side, env, workers)
-        yield procs, f"http://127.0.0.1:{port}"
+        yield procs, base_url
+
+
+def start_web(procs: Procs, side: Side, env: dict[str, str]) -> tuple[Proc, str]:
+    """gunicorn of this side's code, as the Procfile runs it, answering; its base URL."""
+    port = free_port()
+    web = procs.start(
+        f"{side.name}-web",
+        [str(side.python), "-m", "gunicorn", "wsgi:app", "-c", "gunicorn.conf.py"],
+        {**env, "HOST": "127.0.0.1", "PORT": str(port)},
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    wait_http(base_url + "/healthz", web)
+    return web, base_url
 
 
 def start_workers(procs: Procs, side: Side, env: dict[str, str], count: int) -> None:
     for n in range(count):
         procs.start(f"{side.name}-worker-{n}", [side.hooklatch, "worker"], env)
-
-
-def drained(bench: Bench, procs: Procs, plan: OrderingPlan, name: str) -> None:
-    done = arrivals.wait_for(
-        procs,
-        lambda: arrivals.pending(bench) == 0,
-        timeout=plan.arrivals.clear_timeout_seconds,
-        what=name,
-    )
-    if done is None:
-        raise BenchError(
-            f"{name}: events still pending after {plan.arrivals.clear_timeout_seconds} s"
-        )
 
 
 # -- A: unkeyed throughput, current against baseline -------------------------------------------
@@ -267,7 +278,7 @@ def unkeyed_outage(bench: Bench, plan: OrderingPlan, side: Side, name: str) -> d
         workers_started = time.time()
         env = bench.env(HOOKLATCH_HANDLERS=UNKEYED_HANDLERS)
         start_workers(procs, side, env, plan.arrivals.workers)
-        drained(bench, procs, plan, name)
+        arrivals.drained(bench, procs, plan.arrivals.clear_timeout_seconds, name)
     times = arrivals.check_once(bench, name)
     sizes = arrivals.finished_job_sizes(bench)
     wall = times["last_processed"] - workers_started
@@ -297,15 +308,16 @@ FIGURES = {
 }
 
 
-def figure(run: dict[str, Any], name: str) -> float:
+def figure(run: dict[str, Any], path: tuple[str, ...]) -> float:
     value: Any = run
-    for step in FIGURES[name]:
+    for step in path:
         value = value[step]
     return float(value)
 
 
-def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Medians of each side, current ÷ baseline of the medians, and of each pair."""
+def compare(runs: list[dict[str, Any]], figures: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+    """Medians of each side, current ÷ baseline of the medians, and of each pair: of each
+    of ``figures`` (its name, and its path into a run's result)."""
     by_side = {
         side: [run for run in runs if run["side"] == side] for side in ("current", "baseline")
     }
@@ -313,8 +325,8 @@ def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
         side: {
             "runs": len(mine),
             **{
-                name: round(statistics.median(figure(run, name) for run in mine), 1)
-                for name in FIGURES
+                name: round(statistics.median(figure(run, path) for run in mine), 1)
+                for name, path in figures.items()
             },
         }
         for side, mine in by_side.items()
@@ -323,15 +335,15 @@ def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if "baseline" not in result:
         return result
     result["ratios"] = {
-        name: round(result["current"][name] / result["baseline"][name], 3) for name in FIGURES
+        name: round(result["current"][name] / result["baseline"][name], 3) for name in figures
     }
     pairs = [
-        {name: round(figure(a, name) / figure(b, name), 3) for name in FIGURES}
+        {name: round(figure(a, path) / figure(b, path), 3) for name, path in figures.items()}
         for a, b in zip(by_side["current"], by_side["baseline"], strict=True)
     ]
     result["pair_ratios"] = pairs
     result["pair_ratio_medians"] = {
-        name: round(statistics.median(pair[name] for pair in pairs), 3) for name in FIGURES
+        name: round(statistics.median(pair[name] for pair in pairs), 3) for name in figures
     }
     return result
 
@@ -354,24 +366,7 @@ def signed_events(prefix: str, count: int, customer: Callable[[int], str]) -> li
 
 def fifo_endpoint(bench: Bench) -> str:
     """A second Stripe endpoint, with ordering fifo (its key: data.object.customer)."""
-    from hooklatch.assembly import build_runtime
-    from hooklatch.endpoints.service import create_endpoint
-    from hooklatch.ordering.service import set_ordering
-    from hooklatch.settings import Settings
-
-    runtime = build_runtime(Settings.from_env(bench.env()))
-    with runtime.session_factory.begin() as session:
-        endpoint, _ = create_endpoint(
-            session,
-            provider=runtime.provider("stripe"),
-            name="bench-fifo",
-            secrets=[load.SECRET],
-            box=runtime.box,
-        )
-        set_ordering(session, endpoint, actor="bench", now=runtime.clock(), policy="fifo")
-        endpoint_id = endpoint.id
-    runtime.engine.dispose()
-    return endpoint_id
+    return load.stripe_endpoint(bench.env(), "bench-fifo", ordering="fifo")
 
 
 @dataclass(frozen=True)
@@ -464,7 +459,7 @@ def key_drain(
     burst with the workers started after it (with ``analyze``, once ANALYZE has given
     the planner the backlog's statistics); their handler runs, checked and timed."""
     bench.reset()
-    psql(bench.database_url, f"TRUNCATE {timed.runs.name} RESTART IDENTITY")
+    psql(bench.database_url, "TRUNCATE bench_timed_runs RESTART IDENTITY")
     name, n, steady = f"{arrival} {layout}", plan.key_events, arrival == STEADY
     name += " (analyzed)" * analyze
     one = layout == HOT
@@ -490,7 +485,7 @@ def key_drain(
             workers_started = time.time()
             env = bench.env(HOOKLATCH_HANDLERS=TIMED_HANDLERS, **extra)
             start_workers(procs, side, env, count)
-        drained(bench, procs, plan, name)
+        arrivals.drained(bench, procs, plan.arrivals.clear_timeout_seconds, name)
     runs = timed_runs(bench, name, n, layout)
     order = check_key_order(name, runs)
     return key_figures(bench, plan, name, runs, order, sent, workers_started)
@@ -587,14 +582,12 @@ def unkeyed(
 ) -> dict[str, Any]:
     """Outage runs of each side in turn, in pairs whose order alternates (current then
     baseline, baseline then current, ...), so that neither always runs first."""
-    both = [current] if baseline is None else [current, baseline]
-    imports = {side.name: check_imports(bench, side) for side in both}
+    imports = {side.name: check_imports(bench, side) for side in both_sides(current, baseline)}
     runs = [
         unkeyed_outage(bench, plan, side, f"outage-{n}-{side.name}")
-        for n in range(plan.pairs)
-        for side in (both if n % 2 == 0 else both[::-1])
+        for n, side in in_pairs(current, baseline, plan.pairs)
     ]
-    return {"imports": imports, "runs": runs, **compare(runs)}
+    return {"imports": imports, "runs": runs, **compare(runs, FIGURES)}
 
 
 def targets(a: dict[str, Any], b: dict[str, Any]) -> dict[str, bool]:
@@ -611,24 +604,36 @@ def targets(a: dict[str, Any], b: dict[str, Any]) -> dict[str, bool]:
     return met
 
 
+def compared_lines(what: str, compared: dict[str, Any], commits: dict[str, str]) -> list[str]:
+    """What `compare` found, a line a side (its medians), then, with a baseline, current ÷
+    baseline of the medians and the median of the pairs' ratios."""
+    ingest = "ingest_rps" in compared["current"]
+    lines = []
+    for side in ("current", "baseline"):
+        if side in compared:
+            m = compared[side]
+            lines.append(
+                f"{what}, {side} ({commits[side]}), median of {m['runs']}: drain "
+                f"{m['drain_events_per_second']:,}/s from worker start "
+                f"({m['drain_events_per_second_processed_at_span']:,}/s over processed_at)"
+                + (f", ingest {m['ingest_rps']:,.0f} req/s" if ingest else "")
+            )
+    if "ratios" in compared:
+        r, p = compared["ratios"], compared["pair_ratio_medians"]
+        lines.append(
+            f"{what}, current ÷ baseline of the medians: drain {r['drain_events_per_second']} "
+            f"({r['drain_events_per_second_processed_at_span']} over processed_at)"
+            + (f", ingest {r['ingest_rps']}" if ingest else "")
+            + f"; median of the pairs' ratios: {p['drain_events_per_second']}, "
+            f"{p['drain_events_per_second_processed_at_span']}"
+            + (f", {p['ingest_rps']}" if ingest else "")
+        )
+    return lines
+
+
 def summary(results: dict[str, Any]) -> list[str]:
     a, b = results["unkeyed"], results["hot_key"]
-    lines = [
-        f"unkeyed outage, {side} ({results['commits'][side]}), median of {m['runs']}: drain "
-        f"{m['drain_events_per_second']:,}/s from worker start "
-        f"({m['drain_events_per_second_processed_at_span']:,}/s over processed_at), "
-        f"ingest {m['ingest_rps']:,.0f} req/s"
-        for side, m in ((side, a.get(side)) for side in ("current", "baseline"))
-        if m is not None
-    ]
-    if "ratios" in a:
-        r, p = a["ratios"], a["pair_ratio_medians"]
-        lines.append(
-            f"current ÷ baseline, of the medians: drain {r['drain_events_per_second']} "
-            f"({r['drain_events_per_second_processed_at_span']} over processed_at), ingest "
-            f"{r['ingest_rps']}; median of the pairs' ratios: {p['drain_events_per_second']}, "
-            f"{p['drain_events_per_second_processed_at_span']}, {p['ingest_rps']}"
-        )
+    lines = compared_lines("unkeyed outage", a, results["commits"])
     lines += key_lines(b)
     lines += [
         f"{'met' if ok else 'NOT MET'}: {target}" for target, ok in results["targets"].items()
@@ -664,7 +669,7 @@ def keys_at(commit: str) -> None:
     try:
         with (
             installed_side("current", commit, has_ordering=True) as side,
-            prepared_bench(Plan.full(), REDIS_URL) as bench,
+            prepared_bench(Plan.for_run(smoke=False), REDIS_URL) as bench,
         ):
             endpoints = {UNKEYED: bench.endpoint_id, "fifo": fifo_endpoint(bench)}
             bench.log(f"ordering at {side.commit}: one key's events, and its references")
@@ -695,12 +700,15 @@ def main(smoke: bool, commit: str | None) -> None:
     if commit:
         keys_at(commit)
         return
-    plan = OrderingPlan.quick() if smoke else OrderingPlan()
+    plan = OrderingPlan.for_run(smoke)
     load_before, probe_before = os.getloadavg(), cpu_probe()
     try:
         with (
-            sides(plan) as (current, baseline),
-            prepared_bench(Plan.quick() if smoke else Plan.full(), REDIS_URL) as bench,
+            sides(BASELINE if plan.baseline else None, baseline_has_ordering=False) as (
+                current,
+                baseline,
+            ),
+            prepared_bench(Plan.for_run(smoke), REDIS_URL) as bench,
         ):
             endpoints = {UNKEYED: bench.endpoint_id, "fifo": fifo_endpoint(bench)}
             bench.log("ordering: unkeyed outage bursts" + ", against the baseline" * plan.baseline)
@@ -712,10 +720,7 @@ def main(smoke: bool, commit: str | None) -> None:
     except BenchError as exc:  # building a side (prepared_bench turns its own into these)
         raise click.ClickException(str(exc)) from exc
     results: dict[str, Any] = {
-        "date": dt.date.today().isoformat(),
-        "smoke": smoke,
-        "cores": os.cpu_count(),
-        "load_average_before": [round(x, 2) for x in load_before],
+        **results_head(smoke, load_before),
         "cpu_probe_seconds": {"before": probe_before, "after": cpu_probe()},
         "commits": {"current": current.commit, "baseline": git("rev-parse", "--short", BASELINE)},
         # Smoke runs measure this checkout: the code under test changed but not committed.
@@ -729,11 +734,7 @@ def main(smoke: bool, commit: str | None) -> None:
         "hot_key": b,
         "targets": targets(a, b),
     }
-    if not smoke:
-        keep_results(results, "ordering")
-    echo_figures(results, summary(results))
-    if smoke:
-        click.echo("smoke run: every scenario ran and was checked; its figures are not kept")
+    finish(results, summary(results), name="ordering", smoke=smoke)
 
 
 if __name__ == "__main__":

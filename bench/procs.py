@@ -118,12 +118,7 @@ class Procs:
         log_path = self.log_dir / f"{name}.log"
         handle = log_path.open("ab")
         popen = subprocess.Popen(
-            args,
-            cwd=ROOT,
-            env=env,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            args, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
         )
         handle.close()
         proc = Proc(name, popen, log_path)
@@ -153,17 +148,25 @@ class Procs:
                 )
 
 
-def wait_http(url: str, proc: Proc, timeout: float = 30) -> None:
+def unanswered(url: str, popen: subprocess.Popen[bytes], timeout: float) -> str | None:
+    """Polls ``url`` until it answers: None then; else why it did not, "exited" (the process
+    ended first) or "timed out"."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.popen.poll() is not None:
-            raise BenchError(f"{proc.name} exited before answering:\n{proc.log_tail()}")
+        if popen.poll() is not None:
+            return "exited"
         try:
             requests.get(url, timeout=1)
-            return
-        except requests.RequestException:
+            return None
+        except requests.RequestException:  # not listening yet, or a worker still booting
             time.sleep(0.1)
-    raise BenchError(f"{proc.name} did not answer {url} within {timeout} s:\n{proc.log_tail()}")
+    return f"timed out after {timeout} s"
+
+
+def wait_http(url: str, proc: Proc, timeout: float = 30) -> None:
+    why = unanswered(url, proc.popen, timeout)
+    if why is not None:
+        raise BenchError(f"{proc.name} {why} before answering {url}:\n{proc.log_tail()}")
 
 
 def wait_until(
@@ -178,12 +181,24 @@ def wait_until(
     return time.monotonic() - started
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
+    """The process ids of a process's children; none once it has gone."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as handle:
-            return [int(p) for p in handle.read().split()]
+            return [int(child) for child in handle.read().split()]
     except OSError:
         return []
+
+
+def memory_mib(pid: int) -> dict[str, float]:
+    """A live process's resident set now (VmRSS) and at its peak (VmHWM), in MiB."""
+    fields = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                fields[name] = int(value.split()[0]) / 1024  # kB
+    return {"rss": fields["VmRSS"], "peak": fields["VmHWM"]}
 
 
 def _rss_mb(pid: int) -> float:
@@ -229,7 +244,7 @@ class MemorySampler:
     def _sample(self) -> None:
         for role, pid in list(self.roots.items()):
             self._peak(role, _rss_mb(pid))
-            for child in _children(pid):
+            for child in children(pid):
                 self._peak(f"{role} child", _rss_mb(child))
 
     def _peak(self, role: str, mb: float) -> None:

@@ -37,9 +37,9 @@ import click
 import requests
 
 from bench import load
-from bench.handlers import paced  # noqa: F401  (its table is created with the others)
+from bench.plans import Sized, sized
 from bench.procs import ROOT, BenchError, psql, scalar, wait_until
-from bench.scenarios import Bench, Plan, echo_figures, keep_results, prepared_bench
+from bench.scenarios import Bench, Plan, finish, prepared_bench
 
 REDIS_URL = "redis://127.0.0.1:6379/12"
 HANDLERS = "bench.handlers.paced"
@@ -50,20 +50,16 @@ LIVE_RUNS = "SELECT count(DISTINCT event_id) FROM bench_paced_runs WHERE NOT is_
 
 
 @dataclass(frozen=True)
-class ReplayPlan:
-    dead: int = 10_000
+class ReplayPlan(Sized):
+    dead: int = sized(10_000, smoke=100)
     # The dead events arrive at this rate (open loop), while the handler fails.
-    arrival_rate: float = 400
+    arrival_rate: float = sized(400, smoke=100)
     # Live deliveries a second, alone for the baseline and beside the replay: a sixth of
     # what one worker runs of a 30 ms handler.
     live_rate: float = 5
-    baseline_seconds: float = 60
+    baseline_seconds: float = sized(60, smoke=4)
     handler_seconds: float = 0.03
-    replay_timeout_seconds: float = 1800
-
-    @classmethod
-    def quick(cls) -> ReplayPlan:
-        return cls(dead=100, arrival_rate=100, baseline_seconds=4, replay_timeout_seconds=180)
+    replay_timeout_seconds: float = sized(1800, smoke=180)
 
 
 def dead_events(bench: Bench, url: str, plan: ReplayPlan) -> None:
@@ -284,9 +280,9 @@ def _commit() -> str:
 @click.command()
 @click.option("--smoke", is_flag=True, help="A few hundred events: checks, not figures.")
 def main(smoke: bool) -> None:
-    plan = ReplayPlan.quick() if smoke else ReplayPlan()
+    plan = ReplayPlan.for_run(smoke)
     load_before = os.getloadavg()
-    with prepared_bench(Plan.quick() if smoke else Plan.full(), REDIS_URL) as bench:
+    with prepared_bench(Plan.for_run(smoke), REDIS_URL) as bench:
         bench.log("replay: bulk replay of dead events beside live events, one worker")
         figures = run(bench, plan)
     results = {
@@ -298,11 +294,7 @@ def main(smoke: bool) -> None:
         "plan": asdict(plan),
         "figures": figures,
     }
-    if not smoke:
-        keep_results(results, "replay")
-    echo_figures(results, summary(figures))
-    if smoke:
-        click.echo("smoke run: every check passed; its figures are not kept")
+    finish(results, summary(figures), name="replay", smoke=smoke)
 
 
 if __name__ == "__main__":

@@ -77,6 +77,14 @@ def _row(*cells: object) -> str:
     return "| " + " | ".join(str(cell) for cell in cells) + " |"
 
 
+ALIGNED = {"l": "---", "r": "---:", "c": ":---:"}
+
+
+def _head(align: str, *cells: object) -> list[str]:
+    """A table's header row, and the row under it that aligns each column: l, r or c."""
+    return [_row(*cells), _row(*(ALIGNED[a] for a in align))]
+
+
 def _n(value: float, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
 
@@ -104,8 +112,7 @@ def markdown(results: dict[str, Any], plot_name: str) -> str:
         "",
         "### Targets",
         "",
-        _row("target", "measured", "limit", "met"),
-        _row("---", "---:", "---:", ":---:"),
+        *_head("lrrc", "target", "measured", "limit", "met"),
     ]
     for target in targets(results):
         sign = "≥" if target.at_least else "≤"
@@ -121,8 +128,17 @@ def markdown(results: dict[str, Any], plot_name: str) -> str:
         "",
         "### 1–2. Ingest (Stripe-signed ~2 KB bodies, 16 connections)",
         "",
-        _row("receiver", "run", "req/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "wrk CPU (cores)"),
-        _row("---", "---", "---:", "---:", "---:", "---:", "---:", "---:"),
+        *_head(
+            "llrrrrrr",
+            "receiver",
+            "run",
+            "req/s",
+            "p50 ms",
+            "p90 ms",
+            "p99 ms",
+            "max ms",
+            "wrk CPU (cores)",
+        ),
     ]
     labels = {
         "hooklatch": "hooklatch",
@@ -155,8 +171,7 @@ def markdown(results: dict[str, Any], plot_name: str) -> str:
         "",
         "### 3. Drain, best case (events inserted by SQL, cut into full jobs before workers start)",
         "",
-        _row("worker", "events", "events/s", "× naive SimpleWorker"),
-        _row("---", "---:", "---:", "---:"),
+        *_head("lrrr", "worker", "events", "events/s", "× naive SimpleWorker"),
     ]
     naive_simple = s["drain"]["naive_simple_worker"]["events_per_second"]
     drains = {
@@ -184,7 +199,8 @@ def markdown(results: dict[str, Any], plot_name: str) -> str:
         f"### 4. End to end ({_n(e2e['rate_per_second'])} events/s, open loop; "
         "the handler writes one row)",
         "",
-        _row(
+        *_head(
+            "rrrrrrr",
             "events",
             "sent at (events/s)",
             "commit → handler p50",
@@ -193,7 +209,6 @@ def markdown(results: dict[str, Any], plot_name: str) -> str:
             "HTTP answer p50",
             "p99",
         ),
-        _row("---:", "---:", "---:", "---:", "---:", "---:", "---:"),
         _row(
             _n(e2e["events"]),
             _n(e2e["achieved_rate"], 1),
@@ -206,8 +221,7 @@ def markdown(results: dict[str, Any], plot_name: str) -> str:
         "",
         "### 5. Memory (peak RSS, MiB)",
         "",
-        _row("process", "peak RSS"),
-        _row("---", "---:"),
+        *_head("lr", "process", "peak RSS"),
         _row(
             "gunicorn worker, hooklatch (ingest runs)",
             _n(s["ingest"]["hooklatch"]["web_worker_peak_rss_mb"], 1),
@@ -232,8 +246,7 @@ def markdown(results: dict[str, Any], plot_name: str) -> str:
             "Events sent through gunicorn while no worker runs, one job each; then the "
             "relay's sweep, every job a candidate. It must re-dispatch none of them.",
             "",
-            _row("sweep pass", "time", "share of the sweep interval"),
-            _row("---", "---:", "---:"),
+            *_head("lrr", "sweep pass", "time", "share of the sweep interval"),
             _row("nothing waiting", f"{sweep['empty_pass_ms']} ms", ""),
             _row(
                 "healthy backlog, p50",

@@ -32,8 +32,9 @@ from typing import Any
 import click
 
 from bench import load
+from bench.plans import Sized, sized
 from bench.procs import BIN, BenchError, Procs, psql, scalar, wait_until
-from bench.scenarios import Bench, Plan, echo_figures, keep_results, prepared_bench
+from bench.scenarios import Bench, Plan, finish, prepared_bench
 
 REDIS_URL = "redis://127.0.0.1:6379/11"
 DAY = 86400.0
@@ -44,29 +45,17 @@ PASS_LINE = re.compile(
 
 
 @dataclass(frozen=True)
-class RetentionPlan:
-    backlog_seconds: float = 20
+class RetentionPlan(Sized):
+    backlog_seconds: float = sized(20, smoke=2)
     # Deliveries a second while a pass runs, open loop: a steady load well inside what
     # this machine ingests even in its slow hours, so that a p99 above it is cleanup's.
     beside_rate: float = 100
-    beside_seconds: float = 15
-    soak_seconds: float = 180
-    soak_rate: float = 100
-    soak_payload_seconds: float = 5
-    soak_dedupe_seconds: float = 15
-    sample_seconds: float = 5
-
-    @classmethod
-    def quick(cls) -> RetentionPlan:
-        return cls(
-            backlog_seconds=2,
-            beside_seconds=4,
-            soak_seconds=12,
-            soak_rate=50,
-            soak_payload_seconds=1,
-            soak_dedupe_seconds=3,
-            sample_seconds=1,
-        )
+    beside_seconds: float = sized(15, smoke=4)
+    soak_seconds: float = sized(180, smoke=12)
+    soak_rate: float = sized(100, smoke=50)
+    soak_payload_seconds: float = sized(5, smoke=1)
+    soak_dedupe_seconds: float = sized(15, smoke=3)
+    sample_seconds: float = sized(5, smoke=1)
 
 
 def clocks(payload_seconds: float, dedupe_seconds: float) -> dict[str, str]:
@@ -313,16 +302,14 @@ def summary(results: dict[str, Any]) -> list[str]:
 @click.command()
 @click.option("--smoke", is_flag=True, help="A few seconds per phase: checks, not figures.")
 def main(smoke: bool) -> None:
-    plan = RetentionPlan.quick() if smoke else RetentionPlan()
-    with prepared_bench(Plan.quick() if smoke else Plan.full(), REDIS_URL) as bench:
+    plan = RetentionPlan.for_run(smoke)
+    with prepared_bench(Plan.for_run(smoke), REDIS_URL) as bench:
         bench.log("retention: capacity")
         results: dict[str, Any] = {"date": dt.date.today().isoformat(), "smoke": smoke}
         results["capacity"] = capacity(bench, plan)
         bench.log("retention: soak")
         results["soak"] = soak(bench, plan)
-    if not smoke:
-        keep_results(results, "retention")
-    echo_figures(results, summary(results))
+    finish(results, summary(results), name="retention", smoke=smoke)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ behind a deep queue, and the baselines."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ from rq import Queue
 from bench import load
 from bench.baselines.naive_jobs import process_event as naive_process_event
 from bench.baselines.naive_receiver import SCHEMA as NAIVE_SCHEMA
+from bench.plans import Sized, sized
 from bench.procs import (
     BIN,
     ROOT,
@@ -44,46 +46,25 @@ ENDPOINT_NAME = "bench"
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(Sized):
     """How long and how big each scenario is. The smoke plan runs everything in seconds."""
 
-    smoke: bool
+    smoke: bool = sized(False, smoke=True)
     connections: int = 16
-    ingest_seconds: float = 10
-    warmup_seconds: float = 3
+    ingest_seconds: float = sized(10, smoke=2)
+    warmup_seconds: float = sized(3, smoke=1)
     # Pre-signed requests per wrk run: more than the fastest receiver can take in that time.
     max_rps: int = 6000
-    drain_events: int = 50_000
-    naive_simple_events: int = 5000
-    naive_fork_events: int = 400
-    naive_cap_seconds: float = 30
+    drain_events: int = sized(50_000, smoke=1000)
+    naive_simple_events: int = sized(5000, smoke=200)
+    naive_fork_events: int = sized(400, smoke=20)
+    naive_cap_seconds: float = sized(30, smoke=10)
     workers: int = 2
-    e2e_rate: float = 200
-    e2e_seconds: float = 30
-    pgbench_seconds: float = 10
-    sweep_jobs: int = 10_000
-    sweep_rate: float = 800
-
-    @classmethod
-    def full(cls) -> Plan:
-        return cls(smoke=False)
-
-    @classmethod
-    def quick(cls) -> Plan:
-        return cls(
-            smoke=True,
-            ingest_seconds=2,
-            warmup_seconds=1,
-            drain_events=1000,
-            naive_simple_events=200,
-            naive_fork_events=20,
-            naive_cap_seconds=10,
-            e2e_rate=50,
-            e2e_seconds=3,
-            pgbench_seconds=2,
-            sweep_jobs=300,
-            sweep_rate=300,
-        )
+    e2e_rate: float = sized(200, smoke=50)
+    e2e_seconds: float = sized(30, smoke=3)
+    pgbench_seconds: float = sized(10, smoke=2)
+    sweep_jobs: int = sized(10_000, smoke=300)
+    sweep_rate: float = sized(800, smoke=300)
 
 
 @dataclass
@@ -107,23 +88,7 @@ class Bench:
             [str(BIN / "hooklatch"), "db", "upgrade"], env=self.env(), check=True, cwd=ROOT
         )
         psql(self.database_url, NAIVE_SCHEMA)
-        from bench.handlers import metadata
-        from hooklatch.assembly import build_runtime
-        from hooklatch.endpoints.service import create_endpoint
-        from hooklatch.settings import Settings
-
-        runtime = build_runtime(Settings.from_env(self.env()))
-        metadata.create_all(runtime.engine)
-        with runtime.session_factory.begin() as session:
-            endpoint, _ = create_endpoint(
-                session,
-                provider=runtime.provider("stripe"),
-                name=ENDPOINT_NAME,
-                secrets=[load.SECRET],
-                box=runtime.box,
-            )
-            self.endpoint_id = endpoint.id
-        runtime.engine.dispose()
+        self.endpoint_id = load.stripe_endpoint(self.env(), ENDPOINT_NAME)
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {
@@ -663,6 +628,27 @@ def keep_results(results: dict[str, Any], name: str) -> None:
     path = ROOT / "bench" / "results" / f"{results['date']}-{name}.json"
     results["file"] = str(path.relative_to(ROOT))
     path.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def results_head(smoke: bool, load_before: tuple[float, float, float]) -> dict[str, Any]:
+    """What a scenario's results begin with: the day, whether it was a smoke run, the
+    machine's cores, and its load averages as the run began."""
+    return {
+        "date": dt.date.today().isoformat(),
+        "smoke": smoke,
+        "cores": os.cpu_count(),
+        "load_average_before": [round(x, 2) for x in load_before],
+    }
+
+
+def finish(results: dict[str, Any], lines: list[str], *, name: str, smoke: bool) -> None:
+    """A scenario's figures echoed; a full run's kept (`keep_results`), a smoke run's not:
+    they are checks, not figures."""
+    if not smoke:
+        keep_results(results, name)
+    echo_figures(results, lines)
+    if smoke:
+        click.echo("smoke run: every scenario ran and was checked; its figures are not kept")
 
 
 def echo_figures(results: dict[str, Any] | None, lines: list[str], indent: str = "") -> None:

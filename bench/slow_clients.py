@@ -33,6 +33,7 @@ import click
 import requests
 
 from bench import load
+from bench.plans import Sized, sized
 from bench.procs import BenchError, psql, scalar
 from bench.scenarios import Bench, Plan, echo_figures, prepared_bench
 
@@ -97,17 +98,13 @@ class SlowClients:
 
 
 @dataclass(frozen=True)
-class SlowPlan:
+class SlowPlan(Sized):
     """How many slow clients are held open, and the deliveries sent meanwhile."""
 
     slow_clients: int = 50
-    deliveries: int = 10
+    deliveries: int = sized(10, smoke=3)
     # A provider waits this long for an answer (Stripe and GitHub: 10 s).
-    patience: float = 10.0
-
-    @classmethod
-    def quick(cls) -> SlowPlan:
-        return cls(deliveries=3, patience=3.0)
+    patience: float = sized(10.0, smoke=3.0)
 
 
 # Each measured worker class, and the GUNICORN_WORKER_CLASS that runs it: empty leaves
@@ -314,7 +311,7 @@ def summary(results: dict[str, Any]) -> list[str]:
     "so ingest measures the web process's CPU rather than the disk's flush time.",
 )
 def main(smoke: bool, rounds: int, no_commit_wait: bool) -> None:
-    plan, slow = (Plan.quick(), SlowPlan.quick()) if smoke else (Plan.full(), SlowPlan())
+    plan, slow = Plan.for_run(smoke), SlowPlan.for_run(smoke)
     with prepared_bench(plan, REDIS_URL) as bench:
         if no_commit_wait:
             name = bench.database_url.rsplit("/", 1)[-1]

@@ -165,6 +165,14 @@ def procs(tmp_path):
 
 
 @pytest.fixture
+def metrics_dir(tmp_path):
+    """An empty folder for PROMETHEUS_MULTIPROC_DIR."""
+    directory = tmp_path / "metrics"
+    directory.mkdir()
+    return directory
+
+
+@pytest.fixture
 def proc_settings(settings):
     """Settings for tests whose relay and workers are real processes."""
     return replace(settings, sweep_interval_seconds=0.5, dispatch_grace_seconds=1.0)

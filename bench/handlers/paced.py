@@ -6,34 +6,19 @@ through ctx.session: the event, its process, whether it is a replay, and its sta
 failed run's row is rolled back with its savepoint; a second run shows as a second row."""
 
 import os
-import time
 from pathlib import Path
 
-from sqlalchemy import BigInteger, Boolean, Column, Float, Integer, String, Table
-
-from bench.handlers import metadata
+from bench.handlers import paced_runs, pause
 from hooklatch import Context, EventView, on
-
-runs = Table(
-    "bench_paced_runs",
-    metadata,
-    Column("id", BigInteger, primary_key=True, autoincrement=True),
-    Column("event_id", BigInteger, nullable=False),
-    Column("external_id", String(255), nullable=False),
-    Column("is_replay", Boolean, nullable=False),
-    Column("pid", Integer, nullable=False),
-    Column("started_at", Float, nullable=False),
-)
 
 
 @on("stripe", "*")
 def sleep_unless_broken(event: EventView, ctx: Context) -> None:
-    started = time.time()
     if Path(os.environ["BENCH_BROKEN"]).exists():
         raise RuntimeError("the downstream API is down (the benchmark's marker says so)")
-    time.sleep(float(os.environ.get("BENCH_HANDLER_SECONDS") or 0.03))
+    started = pause(0.03)
     ctx.session.execute(
-        runs.insert().values(
+        paced_runs.insert().values(
             event_id=event.id,
             external_id=event.external_id,
             is_replay=ctx.is_replay,

@@ -5,31 +5,18 @@ last act; both clocks are this machine's. No unique key: a second run of one eve
 as a second row instead of failing, and overlapping runs of one key show in their times."""
 
 import os
-import time
 
-from sqlalchemy import BigInteger, Column, Float, Integer, String, Table, func
+from sqlalchemy import func
 
-from bench.handlers import metadata
+from bench.handlers import pause, timed_runs
 from hooklatch import Context, EventView, on
-
-runs = Table(
-    "bench_timed_runs",
-    metadata,
-    Column("id", BigInteger, primary_key=True, autoincrement=True),
-    Column("event_id", BigInteger, nullable=False),
-    Column("customer", String(255), nullable=False),
-    Column("pid", Integer, nullable=False),
-    Column("started_at", Float, nullable=False),
-    Column("finished_at", Float, nullable=False),
-)
 
 
 @on("stripe", "*")
 def sleep_then_write(event: EventView, ctx: Context) -> None:
-    started = time.time()
-    time.sleep(float(os.environ.get("BENCH_HANDLER_SECONDS") or 0.005))
+    started = pause(0.005)
     ctx.session.execute(
-        runs.insert().values(
+        timed_runs.insert().values(
             event_id=event.id,
             customer=event.payload["data"]["object"]["customer"],
             pid=os.getpid(),

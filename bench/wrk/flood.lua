@@ -4,8 +4,10 @@
 -- Each thread takes its share of the rate; each response is followed by a wait until
 -- the thread's next slot (rate / threads per second, from the thread's start), so a slow
 -- answer does not lower the rate while a connection is free. At the end it prints one
--- line: BENCH {json}, as replay.lua does.
+-- line: BENCH {json}, as replay.lua does (report.lua).
 
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local report = dofile(here .. "report.lua")
 local ffi = require("ffi")
 ffi.cdef [[
   typedef struct { long tv_sec; long tv_nsec; } hooklatch_timespec;
@@ -50,11 +52,5 @@ function delay()
 end
 
 function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    'BENCH {"requests": %d, "duration_us": %d, "status_errors": %d, "socket_errors": %d, ' ..
-    '"p50_us": %d, "p90_us": %d, "p99_us": %d, "max_us": %d, "mean_us": %.1f, "wrapped": 0}\n',
-    summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout,
-    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max,
-    latency.mean))
+  report(summary, latency, 0)
 end

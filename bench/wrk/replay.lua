@@ -1,8 +1,11 @@
 -- Sends pre-signed requests from a file, one per line: <path> TAB <Stripe-Signature> TAB <body>.
 -- Usage: wrk -s replay.lua URL -- <file> <threads>
 -- Each wrk thread takes every n-th line, so no two threads send the same request.
--- At the end it prints one line: BENCH {json}. "wrapped" counts passes past the end of
--- the file (requests sent again, so no longer unique).
+-- At the end it prints one line: BENCH {json} (report.lua). "wrapped" counts passes past
+-- the end of the file (requests sent again, so no longer unique).
+
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local report = dofile(here .. "report.lua")
 
 local threads = {}
 local next_id = 0
@@ -45,11 +48,5 @@ function done(summary, latency, requests)
   for _, thread in ipairs(threads) do
     total_wrapped = total_wrapped + (thread:get("wrapped") or 0)
   end
-  local e = summary.errors
-  io.write(string.format(
-    'BENCH {"requests": %d, "duration_us": %d, "status_errors": %d, "socket_errors": %d, ' ..
-    '"p50_us": %d, "p90_us": %d, "p99_us": %d, "max_us": %d, "mean_us": %.1f, "wrapped": %d}\n',
-    summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout,
-    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max,
-    latency.mean, total_wrapped))
+  report(summary, latency, total_wrapped)
 end

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from hooklatch.migrations.ddl import BIG_ID, foreign_key
+
 revision = "0001"
 down_revision = None
 branch_labels = None
@@ -47,18 +49,13 @@ def upgrade() -> None:
         sa.Column("ciphertext", sa.LargeBinary(), nullable=False),
         sa.Column("fingerprint", sa.String(length=16), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["endpoint_id"],
-            ["endpoints.id"],
-            name=op.f("fk_endpoint_secrets_endpoint_id_endpoints"),
-            ondelete="CASCADE",
-        ),
+        foreign_key("endpoint_secrets", "endpoint_id", "endpoints", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_endpoint_secrets")),
     )
     op.create_index("ix_endpoint_secrets_endpoint_id", "endpoint_secrets", ["endpoint_id"])
     op.create_table(
         "events",
-        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+        sa.Column("id", BIG_ID, nullable=False),
         sa.Column("endpoint_id", sa.String(length=40), nullable=False),
         sa.Column("provider", sa.String(length=64), nullable=False),
         sa.Column("external_id", sa.String(length=255), nullable=False),
@@ -76,12 +73,7 @@ def upgrade() -> None:
         sa.Column("headers", sa.JSON(), nullable=True),
         sa.Column("body_sha256", sa.String(length=64), nullable=False),
         sa.Column("mismatched_duplicates", sa.Integer(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["endpoint_id"],
-            ["endpoints.id"],
-            name=op.f("fk_events_endpoint_id_endpoints"),
-            ondelete="CASCADE",
-        ),
+        foreign_key("events", "endpoint_id", "endpoints", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_events")),
         sa.UniqueConstraint(
             "endpoint_id", "external_id", name=op.f("uq_events_endpoint_id_external_id")
@@ -91,8 +83,8 @@ def upgrade() -> None:
     op.create_index("ix_events_status_next_attempt_at", "events", ["status", "next_attempt_at"])
     op.create_table(
         "replays",
-        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
-        sa.Column("event_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+        sa.Column("id", BIG_ID, nullable=False),
+        sa.Column("event_id", BIG_ID, nullable=False),
         sa.Column("requested_by", sa.String(length=200), nullable=False),
         sa.Column("reason", sa.Text(), nullable=True),
         sa.Column("requested_at", sa.DateTime(timezone=True), nullable=False),
@@ -101,54 +93,35 @@ def upgrade() -> None:
         sa.Column("job_id", sa.String(length=64), nullable=True),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["event_id"], ["events.id"], name=op.f("fk_replays_event_id_events"), ondelete="CASCADE"
-        ),
+        foreign_key("replays", "event_id", "events", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_replays")),
     )
     op.create_index("ix_replays_event_id", "replays", ["event_id"])
     op.create_index("ix_replays_status", "replays", ["status"])
     op.create_table(
         "attempts",
-        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
-        sa.Column("event_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
-        sa.Column("replay_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=True),
+        sa.Column("id", BIG_ID, nullable=False),
+        sa.Column("event_id", BIG_ID, nullable=False),
+        sa.Column("replay_id", BIG_ID, nullable=True),
         sa.Column("number", sa.Integer(), nullable=False),
         sa.Column("outcome", sa.String(length=16), nullable=False),
         sa.Column("handlers", sa.Text(), nullable=False),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["event_id"],
-            ["events.id"],
-            name=op.f("fk_attempts_event_id_events"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["replay_id"],
-            ["replays.id"],
-            name=op.f("fk_attempts_replay_id_replays"),
-            ondelete="SET NULL",
-        ),
+        foreign_key("attempts", "event_id", "events", ondelete="CASCADE"),
+        foreign_key("attempts", "replay_id", "replays", ondelete="SET NULL"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_attempts")),
     )
     op.create_index("ix_attempts_event_id", "attempts", ["event_id"])
     op.create_table(
         "outbox",
-        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
-        sa.Column("event_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
-        sa.Column("replay_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=True),
+        sa.Column("id", BIG_ID, nullable=False),
+        sa.Column("event_id", BIG_ID, nullable=False),
+        sa.Column("replay_id", BIG_ID, nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["event_id"], ["events.id"], name=op.f("fk_outbox_event_id_events"), ondelete="CASCADE"
-        ),
-        sa.ForeignKeyConstraint(
-            ["replay_id"],
-            ["replays.id"],
-            name=op.f("fk_outbox_replay_id_replays"),
-            ondelete="CASCADE",
-        ),
+        foreign_key("outbox", "event_id", "events", ondelete="CASCADE"),
+        foreign_key("outbox", "replay_id", "replays", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_outbox")),
     )
     op.create_index("ix_outbox_event_id", "outbox", ["event_id"])

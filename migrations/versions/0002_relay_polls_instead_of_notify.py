@@ -11,6 +11,8 @@ Create Date: 2026-11-21 16:00:00
 
 from __future__ import annotations
 
+from importlib import import_module
+
 from alembic import op
 
 revision = "0002"
@@ -18,18 +20,8 @@ down_revision = "0001"
 branch_labels = None
 depends_on = None
 
-NOTIFY_FUNCTION = """
-CREATE FUNCTION hooklatch_outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('hooklatch_outbox', '');
-    RETURN NULL;
-END;
-$$
-"""
-NOTIFY_TRIGGER = """
-CREATE TRIGGER outbox_notify AFTER INSERT ON outbox
-FOR EACH STATEMENT EXECUTE FUNCTION hooklatch_outbox_notify()
-"""
+# The trigger and its function as 0001 made them: the downgrade puts back just that.
+CORE_TABLES = import_module("hooklatch.migrations.versions.0001_create_core_tables")
 
 
 def upgrade() -> None:
@@ -40,5 +32,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(NOTIFY_FUNCTION)
-        op.execute(NOTIFY_TRIGGER)
+        op.execute(CORE_TABLES.NOTIFY_FUNCTION)
+        op.execute(CORE_TABLES.NOTIFY_TRIGGER)

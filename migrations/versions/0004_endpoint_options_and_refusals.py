@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from hooklatch.migrations.ddl import foreign_key
+
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
@@ -30,12 +32,7 @@ def upgrade() -> None:
         sa.Column("count", sa.Integer(), nullable=False),
         sa.Column("first_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("last_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["endpoint_id"],
-            ["endpoints.id"],
-            name=op.f("fk_refusals_endpoint_id_endpoints"),
-            ondelete="CASCADE",
-        ),
+        foreign_key("refusals", "endpoint_id", "endpoints", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("endpoint_id", "reason", name=op.f("pk_refusals")),
     )
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from hooklatch.migrations.ddl import create_index_concurrently
+
 revision = "0009"
 down_revision = "0008"
 branch_labels = None
@@ -21,15 +23,7 @@ REPLAYED = sa.text("replay_id IS NOT NULL")
 def upgrade() -> None:
     # Built without blocking writes on PostgreSQL: attempts is the largest table, and the
     # old processes keep writing to it while the release step runs.
-    with op.get_context().autocommit_block():
-        op.create_index(
-            "ix_attempts_replay_id",
-            "attempts",
-            ["replay_id"],
-            postgresql_where=REPLAYED,
-            sqlite_where=REPLAYED,
-            postgresql_concurrently=True,
-        )
+    create_index_concurrently("ix_attempts_replay_id", "attempts", ["replay_id"], where=REPLAYED)
 
 
 def downgrade() -> None:

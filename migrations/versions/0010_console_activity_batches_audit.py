@@ -11,6 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from hooklatch.migrations.ddl import create_index_concurrently, foreign_key, lock_timeout
+
 revision = "0010"
 down_revision = "0009"
 branch_labels = None
@@ -21,10 +23,7 @@ DEAD = sa.text("status = 'dead'")
 
 
 def upgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":
-        # The columns below are added under a lock that ingest's statement waits for:
-        # fail the release step rather than hold deliveries behind a long transaction.
-        op.execute("SET LOCAL lock_timeout = '10s'")
+    lock_timeout()  # the columns below are added under a lock ingest's statement waits for
     op.create_table(
         "audit_log",
         sa.Column("id", BIG_ID, nullable=False),
@@ -59,18 +58,8 @@ def upgrade() -> None:
         sa.Column("batch_id", BIG_ID, nullable=False),
         sa.Column("event_id", BIG_ID, nullable=False),
         sa.Column("outcome", sa.String(length=16), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["batch_id"],
-            ["replay_batches.id"],
-            name=op.f("fk_replay_batch_items_batch_id_replay_batches"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["event_id"],
-            ["events.id"],
-            name=op.f("fk_replay_batch_items_event_id_events"),
-            ondelete="CASCADE",
-        ),
+        foreign_key("replay_batch_items", "batch_id", "replay_batches", ondelete="CASCADE"),
+        foreign_key("replay_batch_items", "event_id", "events", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("batch_id", "event_id", name=op.f("pk_replay_batch_items")),
     )
     op.create_index(op.f("ix_replay_batch_items_event_id"), "replay_batch_items", ["event_id"])
@@ -80,12 +69,7 @@ def upgrade() -> None:
         sa.Column("endpoint_id", sa.String(length=40), nullable=False),
         sa.Column("outcome", sa.String(length=64), nullable=False),
         sa.Column("count", sa.BigInteger(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["endpoint_id"],
-            ["endpoints.id"],
-            name=op.f("fk_activity_endpoint_id_endpoints"),
-            ondelete="CASCADE",
-        ),
+        foreign_key("activity", "endpoint_id", "endpoints", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("hour", "endpoint_id", "outcome", name=op.f("pk_activity")),
     )
     with op.batch_alter_table("attempts") as batch:
@@ -106,15 +90,7 @@ def upgrade() -> None:
         )
     # Built without blocking writes on PostgreSQL: events is the table every delivery
     # writes to, and the old processes keep taking deliveries while the release step runs.
-    with op.get_context().autocommit_block():
-        op.create_index(
-            "ix_events_dead",
-            "events",
-            ["id"],
-            postgresql_where=DEAD,
-            sqlite_where=DEAD,
-            postgresql_concurrently=True,
-        )
+    create_index_concurrently("ix_events_dead", "events", ["id"], where=DEAD)
 
 
 def downgrade() -> None:

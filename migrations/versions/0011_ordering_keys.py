@@ -12,6 +12,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from hooklatch.migrations.ddl import create_index_concurrently, foreign_key, lock_timeout
+
 revision = "0011"
 down_revision = "0010"
 branch_labels = None
@@ -22,10 +24,7 @@ KEYED_PENDING = sa.text("ordering_key IS NOT NULL AND status = 'pending'")
 
 
 def upgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":
-        # Adding columns takes a lock that ingest's statement waits for: fail the release
-        # step rather than hold deliveries behind a long transaction.
-        op.execute("SET LOCAL lock_timeout = '10s'")
+    lock_timeout()  # adding columns takes a lock that ingest's statement waits for
     with op.batch_alter_table("endpoints") as batch:
         batch.add_column(
             sa.Column("ordering", sa.String(length=8), server_default="none", nullable=False)
@@ -50,31 +49,18 @@ def upgrade() -> None:
         sa.Column("parked_event_id", BIG_ID, nullable=True),
         sa.Column("parked_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["endpoint_id"],
-            ["endpoints.id"],
-            name=op.f("fk_ordering_keys_endpoint_id_endpoints"),
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["parked_event_id"],
-            ["events.id"],
-            name=op.f("fk_ordering_keys_parked_event_id_events"),
-            ondelete="SET NULL",
-        ),
+        foreign_key("ordering_keys", "endpoint_id", "endpoints", ondelete="CASCADE"),
+        foreign_key("ordering_keys", "parked_event_id", "events", ondelete="SET NULL"),
         sa.PrimaryKeyConstraint("endpoint_id", "key", name=op.f("pk_ordering_keys")),
     )
     op.create_index(op.f("ix_ordering_keys_updated_at"), "ordering_keys", ["updated_at"])
     # Empty at first (no event has a key yet), built without blocking ingest's writes.
-    with op.get_context().autocommit_block():
-        op.create_index(
-            "ix_events_ordering",
-            "events",
-            ["endpoint_id", "ordering_key", "ordering_position", "id"],
-            postgresql_where=KEYED_PENDING,
-            sqlite_where=KEYED_PENDING,
-            postgresql_concurrently=True,
-        )
+    create_index_concurrently(
+        "ix_events_ordering",
+        "events",
+        ["endpoint_id", "ordering_key", "ordering_position", "id"],
+        where=KEYED_PENDING,
+    )
 
 
 def downgrade() -> None:

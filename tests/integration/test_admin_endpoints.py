@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import replace
 
 import pytest
-from alembic import command
 from sqlalchemy import select, text
 
 from hooklatch.audit import AuditEntry
-from hooklatch.migrations import alembic_config
 from tests.support.cli import run_cli
-from tests.support.database import TABLES, count
+from tests.support.database import TABLES, count, sqlite_settings
 from tests.support.openapi import Described, DescribedClient
 from tests.support.signing import github_headers, stripe_event, stripe_headers
 from tests.support.tokens import AUTH
@@ -371,9 +368,7 @@ def test_the_api_writes_the_audit_entries_the_cli_writes(settings, api, runtime,
 
 @pytest.fixture
 def sqlite_client(settings, tmp_path, app_with):
-    sqlite = replace(settings, database_url=None, redis_url=None, instance_path=tmp_path / "db")
-    sqlite.instance_path.mkdir()
-    command.upgrade(alembic_config(sqlite.sqlalchemy_url), "head")
+    sqlite = sqlite_settings(settings, tmp_path / "db")
     fields = {"database_url": None, "redis_url": None, "instance_path": sqlite.instance_path}
     return app_with(**fields).test_client()
 

@@ -16,15 +16,13 @@ from types import SimpleNamespace
 
 import pytest
 import requests
-from alembic import command
 
 from hooklatch import create_app
 from hooklatch.errors import TooManyAttempts
-from hooklatch.migrations import alembic_config
 from hooklatch.operations import access
 from hooklatch.operations.access import TokenGuard
 from tests.support.console import csrf_of, signed_in
-from tests.support.database import count
+from tests.support.database import count, sqlite_settings
 from tests.support.processes import (
     hooklatch_cmd,
     on_path,
@@ -302,12 +300,9 @@ def on_sqlite(settings, router, tmp_path):
     apps = []
 
     def make(**changes):
-        sqlite = replace(
-            settings, database_url=None, redis_url=None, instance_path=tmp_path / "db", **changes
+        apps.append(
+            create_app(sqlite_settings(settings, tmp_path / "db", **changes), router=router)
         )
-        sqlite.instance_path.mkdir(exist_ok=True)
-        command.upgrade(alembic_config(sqlite.sqlalchemy_url), "head")
-        apps.append(create_app(sqlite, router=router))
         return apps[-1]
 
     yield make

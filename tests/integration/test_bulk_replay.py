@@ -13,40 +13,25 @@ from sqlalchemy import text
 
 from hooklatch.events import bulk_replays
 from hooklatch.events.browse import EventFilter
+from tests.support.bulk_replays import start_bulk_replay, step
 from tests.support.cli import run_cli
 from tests.support.database import count, load_event
-from tests.support.pipeline import deliver, drain, make_endpoint
+from tests.support.pipeline import deliver, drain, make_dead, make_endpoint
 from tests.support.tokens import AUTH
 
 
 def dead_events(client, runtime, endpoint, *names, event_type="effect.bulk"):
-    """Events stored and left dead, as a handler that kept failing leaves them."""
-    ids = [deliver(client, endpoint, name, event_type) for name in names]
-    with runtime.engine.begin() as c:
-        c.execute(
-            text("UPDATE events SET status = 'dead', attempts = 8 WHERE id = ANY(:i)"), {"i": ids}
-        )
-        c.execute(text("DELETE FROM outbox WHERE event_id = ANY(:i)"), {"i": ids})
-    return ids
+    return make_dead(client, runtime, endpoint, *names, event_type=event_type)
 
 
-def step(runtime, now):
-    with runtime.session_factory.begin() as session:
-        return bulk_replays.advance(session, now=now, window=runtime.settings.replay_batch_window)
-
-
-def start(runtime, chosen, *, reason="fixed the bug", rate=100.0, cap=10_000, now=None):
-    with runtime.session_factory.begin() as session:
-        batch = bulk_replays.start(
-            session,
-            chosen,
-            actor="alice",
-            reason=reason,
-            cap=cap,
-            rate=rate,
-            now=now or runtime.clock(),
-        )
-        return batch.id, batch.created_at
+def step_elsewhere(runtime, now):
+    """A second relay's step at ``now``, in a thread of its own, waited for up to 10 s: a
+    list that holds what it advanced once it has returned."""
+    advanced = []
+    thread = threading.Thread(target=lambda: advanced.append(step(runtime, now)))
+    thread.start()
+    thread.join(timeout=10)
+    return advanced
 
 
 def test_a_dry_run_counts_and_shows_the_oldest_and_changes_nothing(client, runtime):
@@ -68,7 +53,7 @@ def test_a_batch_replays_its_frozen_set_oldest_first_at_its_rate_each_once(clien
     endpoint, _ = make_endpoint(runtime)
     ids = dead_events(client, runtime, endpoint, *[f"evt_b{n}" for n in range(5)])
     t0 = runtime.clock()
-    batch_id, _ = start(runtime, EventFilter(status="dead"), rate=2.0, now=t0)
+    batch_id = start_bulk_replay(runtime, EventFilter(status="dead"), rate=2.0, now=t0)
     late = dead_events(client, runtime, endpoint, "evt_died_after_planning")
 
     assert step(runtime, t0) == 0  # no time has passed: no replay is due yet
@@ -80,12 +65,7 @@ def test_a_batch_replays_its_frozen_set_oldest_first_at_its_rate_each_once(clien
     # Two relays at the same moment: one holds the batch, the other finds nothing to do.
     with runtime.session_factory.begin() as holder:
         assert bulk_replays.advance(holder, now=t0 + timedelta(seconds=2), window=100) == 2
-        other = []
-        thread = threading.Thread(
-            target=lambda: other.append(step(runtime, t0 + timedelta(seconds=2)))
-        )
-        thread.start()
-        thread.join(timeout=10)
+        other = step_elsewhere(runtime, t0 + timedelta(seconds=2))
     assert other == [0]
     assert step(runtime, t0 + timedelta(seconds=3)) == 1
     assert step(runtime, t0 + timedelta(seconds=9)) == 0
@@ -114,7 +94,7 @@ def test_an_event_that_succeeded_since_the_plan_is_skipped(client, runtime, rout
     endpoint, _ = make_endpoint(runtime)
     first, second = dead_events(client, runtime, endpoint, "evt_s1", "evt_s2")
     t0 = runtime.clock()
-    batch_id, _ = start(runtime, EventFilter(status="dead"), now=t0)
+    batch_id = start_bulk_replay(runtime, EventFilter(status="dead"), now=t0)
     client.post(f"/admin/events/{first}/replay", json={"reason": "by hand"}, headers=AUTH)
     drain(runtime)  # the one-off replay succeeds before the batch reaches the event
     assert load_event(runtime, first).status == "processed"
@@ -176,7 +156,7 @@ def test_a_cancelled_batch_replays_nothing_more(client, runtime):
     endpoint, _ = make_endpoint(runtime)
     dead_events(client, runtime, endpoint, *[f"evt_x{n}" for n in range(4)])
     t0 = runtime.clock()
-    batch_id, _ = start(runtime, EventFilter(status="dead"), rate=1.0, now=t0)
+    batch_id = start_bulk_replay(runtime, EventFilter(status="dead"), rate=1.0, now=t0)
     assert step(runtime, t0 + timedelta(seconds=1)) == 1
 
     cancelled = client.post(f"/admin/replays/{batch_id}/cancel", json={}, headers=AUTH)
@@ -320,8 +300,8 @@ def test_a_batch_confirmed_twice_replays_each_event_once(client, runtime):
     endpoint, _ = make_endpoint(runtime)
     ids = dead_events(client, runtime, endpoint, "evt_twice_1", "evt_twice_2")
     t0 = runtime.clock()
-    first, _ = start(runtime, EventFilter(status="dead"), now=t0)
-    second, _ = start(runtime, EventFilter(status="dead"), now=t0)
+    first = start_bulk_replay(runtime, EventFilter(status="dead"), now=t0)
+    second = start_bulk_replay(runtime, EventFilter(status="dead"), now=t0)
     assert step(runtime, t0 + timedelta(seconds=1)) == 2  # the first batch, done
     assert step(runtime, t0 + timedelta(seconds=2)) == 2  # the second, all skipped
     with runtime.session_factory() as session:
@@ -337,16 +317,13 @@ def test_batches_run_one_after_the_other_whatever_the_relays(client, runtime):
     dead_events(client, runtime, endpoint, "evt_one_1", "evt_one_2")
     dead_events(client, runtime, endpoint, "evt_two_1", event_type="effect.other")
     t0 = runtime.clock()
-    start(runtime, EventFilter(status="dead", type="effect.bulk"), rate=1.0, now=t0)
-    later, _ = start(runtime, EventFilter(status="dead", type="effect.other"), rate=1.0, now=t0)
+    start_bulk_replay(runtime, EventFilter(status="dead", type="effect.bulk"), rate=1.0, now=t0)
+    later = start_bulk_replay(
+        runtime, EventFilter(status="dead", type="effect.other"), rate=1.0, now=t0
+    )
     with runtime.session_factory.begin() as holder:  # one relay advances the oldest batch
         assert bulk_replays.advance(holder, now=t0 + timedelta(seconds=1), window=100) == 1
-        other = []
-        thread = threading.Thread(
-            target=lambda: other.append(step(runtime, t0 + timedelta(seconds=1)))
-        )
-        thread.start()
-        thread.join(timeout=10)
+        other = step_elsewhere(runtime, t0 + timedelta(seconds=1))
     assert other == [0]  # the other relay does not take the next batch meanwhile
     assert count(runtime, "SELECT count(*) FROM replays WHERE batch_id = :b", b=later) == 0
 
@@ -355,7 +332,7 @@ def test_an_event_pending_again_is_skipped(client, runtime):
     endpoint, _ = make_endpoint(runtime)
     (event_id,) = dead_events(client, runtime, endpoint, "evt_rearmed")
     t0 = runtime.clock()
-    start(runtime, EventFilter(status="dead"), now=t0)
+    start_bulk_replay(runtime, EventFilter(status="dead"), now=t0)
     with runtime.engine.begin() as c:  # as a provider's re-send re-arms it
         c.execute(text("UPDATE events SET status = 'pending' WHERE id = :i"), {"i": event_id})
     assert step(runtime, t0 + timedelta(seconds=1)) == 1

@@ -2,11 +2,17 @@
 they stay out of `ps` and shell history; `--secret VALUE` still works for scripts."""
 
 import json
+import shlex
 
 from sqlalchemy import text
 
 from hooklatch.endpoints.service import decrypt_options
 from tests.support.cli import run_cli
+
+
+def cli(settings, command, *more, **options):
+    """``hooklatch COMMAND MORE``, the command written as a shell line would say it."""
+    return run_cli(settings, *shlex.split(command), *more, **options)
 
 
 def revealed(settings, name):
@@ -25,17 +31,7 @@ def test_endpoints_add_reads_the_secret_from_a_file(settings, tmp_path):
 
 
 def test_endpoints_add_reads_the_secret_from_stdin(settings):
-    added = run_cli(
-        settings,
-        "endpoints",
-        "add",
-        "stripe",
-        "--name",
-        "s",
-        "--secret",
-        "-",
-        input="whsec_from_stdin\n",
-    )
+    added = cli(settings, "endpoints add stripe --name s --secret -", input="whsec_from_stdin\n")
     assert "whsec_from_stdin" not in added.output
     assert revealed(settings, "s") == ["whsec_from_stdin"]
 
@@ -43,18 +39,7 @@ def test_endpoints_add_reads_the_secret_from_stdin(settings):
 def test_endpoints_add_takes_files_and_values_together(settings, tmp_path):
     path = tmp_path / "secret"
     path.write_text("whsec_b")
-    run_cli(
-        settings,
-        "endpoints",
-        "add",
-        "stripe",
-        "--name",
-        "both",
-        "--secret",
-        "whsec_a",
-        "--secret-file",
-        str(path),
-    )
+    cli(settings, "endpoints add stripe --name both --secret whsec_a --secret-file", str(path))
     assert revealed(settings, "both") == ["whsec_a", "whsec_b"]
 
 
@@ -87,14 +72,9 @@ def test_secrets_add_still_generates_one_where_the_receiver_chooses(settings):
 def test_a_meta_verify_token_left_out_is_asked_for_at_a_hidden_prompt(settings, runtime, tmp_path):
     path = tmp_path / "app-secret"
     path.write_text("meta-app-secret")
-    added = run_cli(
+    added = cli(
         settings,
-        "endpoints",
-        "add",
-        "meta",
-        "--name",
-        "m",
-        "--secret-file",
+        "endpoints add meta --name m --secret-file",
         str(path),
         input="typed-verify-token\n",
     )
@@ -106,17 +86,9 @@ def test_a_meta_verify_token_left_out_is_asked_for_at_a_hidden_prompt(settings, 
 
 
 def test_stdin_is_read_for_one_secret_only(settings):
-    result = run_cli(
+    result = cli(
         settings,
-        "endpoints",
-        "add",
-        "stripe",
-        "--name",
-        "twice",
-        "--secret",
-        "-",
-        "--secret",
-        "-",
+        "endpoints add stripe --name twice --secret - --secret -",
         input="whsec_x\n",
         ok=False,
     )
@@ -124,16 +96,8 @@ def test_stdin_is_read_for_one_secret_only(settings):
 
 
 def test_a_missing_or_empty_secret_file_is_a_clear_error(settings, tmp_path):
-    missing = run_cli(
-        settings,
-        "endpoints",
-        "add",
-        "stripe",
-        "--name",
-        "x",
-        "--secret-file",
-        str(tmp_path / "nope"),
-        ok=False,
+    missing = cli(
+        settings, "endpoints add stripe --name x --secret-file", str(tmp_path / "nope"), ok=False
     )
     assert missing.exit_code == 2 and "No such file" in missing.output
     empty = tmp_path / "empty"

@@ -9,19 +9,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from dataclasses import replace
 
 import pytest
 import requests
-from alembic import command
 from sqlalchemy import select
 
 from hooklatch.errors import VerificationError
-from hooklatch.migrations import alembic_config
 from hooklatch.providers.base import IncomingEvent, Provider
 from tests.support.cli import run_cli
 from tests.support.console import signed_in
-from tests.support.database import count, load_event
+from tests.support.database import count, load_event, sqlite_settings
 from tests.support.effects import seen
 from tests.support.handlers import record_what_was_seen
 from tests.support.pipeline import drain, make_endpoint, post_json, wait_for
@@ -192,9 +189,7 @@ def test_the_events_of_one_request_are_not_compared_with_a_resend_batched_otherw
 @pytest.fixture
 def sqlite_client(settings, tmp_path, client_at, runtime):
     """The embedded default: SQLite under the instance folder, no Redis."""
-    sqlite = replace(settings, database_url=None, redis_url=None, instance_path=tmp_path / "db")
-    sqlite.instance_path.mkdir()
-    command.upgrade(alembic_config(sqlite.sqlalchemy_url), "head")
+    sqlite = sqlite_settings(settings, tmp_path / "db")
     from hooklatch import create_app
 
     app = create_app(sqlite, router=runtime.router)

@@ -19,25 +19,33 @@ SECRET = "whsec_test_secret"
 RECOVERY_BOUND_SECONDS = 30
 
 
+def hanging(client, runtime, settings, procs, tmp_path, worker_name, external_id):
+    """A relay and a worker running, and an event whose handler writes its effect and then
+    hangs in its first run: the environment, endpoint, worker, the event's stored id, and
+    its work horse's process id once the handler has started."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    env = process_env(settings, HOOKLATCH_TEST_MARKERS=str(markers))
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    procs("relay", hooklatch_cmd("relay"), env)
+    worker = procs(worker_name, hooklatch_cmd("worker"), env)
+    event_id = deliver(client, endpoint, external_id, "hang.kill")
+    marker = markers / external_id
+    wait_for(marker.exists, timeout=30, message="handler started")
+    return env, endpoint, worker, event_id, int(marker.read_text())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("victim", ["whole_worker", "work_horse"])
 def test_worker_killed_inside_a_handler_leaves_no_effect_and_another_worker_finishes_once(
     client, runtime, proc_settings, procs, tmp_path, victim
 ):
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    env = process_env(proc_settings, HOOKLATCH_TEST_MARKERS=str(markers))
-    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
-    procs("relay", hooklatch_cmd("relay"), env)
-    first = procs("worker-a", hooklatch_cmd("worker"), env)
-
-    event_id = deliver(client, endpoint, f"evt_kill_{victim}", "hang.kill")
-    marker = markers / f"evt_kill_{victim}"
-    wait_for(marker.exists, timeout=30, message="handler started")
+    env, _, first, event_id, horse = hanging(
+        client, runtime, proc_settings, procs, tmp_path, "worker-a", f"evt_kill_{victim}"
+    )
     # The handler has written its effect through ctx.session and is now stuck before commit.
     assert len(effect_rows(runtime, f"evt_kill_{victim}")) == 0
 
-    horse = int(marker.read_text())
     if victim == "whole_worker":
         # As when the container or host dies: the worker and its work horse (RQ puts the horse
         # in a process group of its own), with no chance to clean up.
@@ -199,16 +207,9 @@ def test_a_killed_work_horse_is_replaced_and_its_worker_finishes_the_event_once(
 ):
     """The worker outlives its horse: it forks another, which takes the next job at once
     and, after the sweep, the killed one's event."""
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    env = process_env(proc_settings, HOOKLATCH_TEST_MARKERS=str(markers))
-    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
-    procs("relay", hooklatch_cmd("relay"), env)
-    worker = procs("worker", hooklatch_cmd("worker"), env)
-    event_id = deliver(client, endpoint, "evt_horse_killed", "hang.kill")
-    marker = markers / "evt_horse_killed"
-    wait_for(marker.exists, timeout=30, message="handler started")
-    horse = int(marker.read_text())
+    _, endpoint, worker, event_id, horse = hanging(
+        client, runtime, proc_settings, procs, tmp_path, "worker", "evt_horse_killed"
+    )
     assert horse != worker.popen.pid
 
     os.kill(horse, signal.SIGKILL)
@@ -249,8 +250,7 @@ def test_a_work_horse_is_replaced_after_its_share_of_jobs(client, runtime, proc_
     assert worker.log().count("work horse replaced after 2 jobs") == 2, worker.log()
     for n in range(5):
         assert len(effect_rows(runtime, f"evt_share_{n}")) == 1
-    worker.popen.send_signal(signal.SIGTERM)
-    assert worker.popen.wait(timeout=15) == 0, worker.log()
+    worker.stops_on_sigterm()
 
 
 def enqueue_batch(settings, event_ids, *, timeout):
@@ -263,6 +263,17 @@ def enqueue_batch(settings, event_ids, *, timeout):
     )
 
 
+def a_job_each(client, runtime, procs, settings, env, events):
+    """Each of ``events`` (external id, type, its job's timeout) delivered, a worker started,
+    and a job enqueued for each in turn: the worker and the events' ids."""
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    ids = [deliver(client, endpoint, name, kind) for name, kind, _ in events]
+    worker = procs("worker", hooklatch_cmd("worker"), env)
+    for event_id, (_, _, timeout) in zip(ids, events, strict=True):
+        enqueue_batch(settings, [event_id], timeout=timeout)
+    return worker, ids
+
+
 @pytest.mark.slow
 def test_a_work_horse_whose_job_overruns_its_timeout_is_replaced(
     client, runtime, proc_settings, procs, tmp_path
@@ -272,12 +283,8 @@ def test_a_work_horse_whose_job_overruns_its_timeout_is_replaced(
     markers = tmp_path / "markers"
     markers.mkdir()
     env = process_env(proc_settings, HOOKLATCH_TEST_MARKERS=str(markers))
-    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
-    stuck = deliver(client, endpoint, "evt_stuck", "stuck.timeout")
-    later = deliver(client, endpoint, "evt_after_stuck", "effect.timeout")
-    worker = procs("worker", hooklatch_cmd("worker"), env)
-    enqueue_batch(proc_settings, [stuck], timeout=2)
-    enqueue_batch(proc_settings, [later], timeout=60)
+    events = [("evt_stuck", "stuck.timeout", 2), ("evt_after_stuck", "effect.timeout", 60)]
+    worker, (stuck, later) = a_job_each(client, runtime, procs, proc_settings, env, events)
     wait_for((markers / "evt_stuck").exists, timeout=30, message="the handler stuck")
     wait_for(
         lambda: load_event(runtime, later).status == "processed",
@@ -289,8 +296,7 @@ def test_a_work_horse_whose_job_overruns_its_timeout_is_replaced(
     assert "the work horse died (killed by SIGKILL)" in log, log
     assert load_event(runtime, stuck).status == "pending"  # its chunk rolled back
     assert effect_rows(runtime, "evt_stuck") == []
-    worker.popen.send_signal(signal.SIGTERM)
-    assert worker.popen.wait(timeout=15) == 0, worker.log()
+    worker.stops_on_sigterm()
 
 
 @pytest.mark.slow
@@ -300,12 +306,8 @@ def test_a_child_a_handler_left_behind_does_not_hold_the_worker(
     """The child keeps the horse's end of its report pipe open: the worker must not wait
     for that pipe's end to replace the horse."""
     env = process_env(proc_settings, HOOKLATCH_WORKER_MAX_JOBS="1")
-    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
-    forks = deliver(client, endpoint, "evt_forks", "forks.child")
-    later = deliver(client, endpoint, "evt_after_fork", "effect.child")
-    worker = procs("worker", hooklatch_cmd("worker"), env)
-    enqueue_batch(proc_settings, [forks], timeout=60)
-    enqueue_batch(proc_settings, [later], timeout=60)
+    events = [("evt_forks", "forks.child", 60), ("evt_after_fork", "effect.child", 60)]
+    worker, (forks, later) = a_job_each(client, runtime, procs, proc_settings, env, events)
     wait_for(
         lambda: load_event(runtime, later).status == "processed",
         timeout=30,
@@ -313,5 +315,4 @@ def test_a_child_a_handler_left_behind_does_not_hold_the_worker(
     )
     assert load_event(runtime, forks).status == "processed"
     assert worker.log().count("work horse replaced after 1 jobs") >= 1, worker.log()
-    worker.popen.send_signal(signal.SIGTERM)
-    assert worker.popen.wait(timeout=15) == 0, worker.log()
+    worker.stops_on_sigterm()

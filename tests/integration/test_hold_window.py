@@ -6,11 +6,9 @@ import time
 
 import pytest
 
-from hooklatch.endpoints.models import Endpoint
 from hooklatch.errors import BadRequest
-from hooklatch.ordering.service import set_ordering
 from tests.support.database import count
-from tests.support.pipeline import drain, make_endpoint
+from tests.support.pipeline import configure_ordering, drain, make_endpoint
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_hold_window"
@@ -18,15 +16,7 @@ SECRET = "whsec_hold_window"
 
 def held_endpoint(runtime, hold):
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    with runtime.session_factory.begin() as session:
-        set_ordering(
-            session,
-            session.get(Endpoint, endpoint),
-            actor="test",
-            now=runtime.clock(),
-            policy="fifo",
-            hold_seconds=hold,
-        )
+    configure_ordering(runtime, endpoint, policy="fifo", hold_seconds=hold)
     return endpoint
 
 
@@ -67,15 +57,8 @@ def test_a_hold_window_runs_each_key_in_provider_time_order_after_the_window(
 
 def test_a_hold_window_needs_fifo(runtime):
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    with runtime.session_factory.begin() as session, pytest.raises(BadRequest, match="fifo"):
-        set_ordering(
-            session,
-            session.get(Endpoint, endpoint),
-            actor="test",
-            now=runtime.clock(),
-            policy="serial",
-            hold_seconds=5,
-        )
+    with pytest.raises(BadRequest, match="fifo"):
+        configure_ordering(runtime, endpoint, policy="serial", hold_seconds=5)
 
 
 def test_unkeyed_events_of_a_held_endpoint_are_not_held(client, runtime, router):

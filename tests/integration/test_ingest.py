@@ -122,6 +122,10 @@ def test_refused_stripe_request_leaves_no_row(client, runtime, case):
     assert count(runtime, "SELECT count(*) FROM outbox") == 0
 
 
+def _without(headers, name):
+    return {k: v for k, v in headers.items() if k != name}
+
+
 def _github_cases():
     good = json.dumps({"ref": "refs/heads/main"}).encode()
     return {
@@ -132,26 +136,12 @@ def _github_cases():
         ),
         "wrong_secret": (lambda: (good, github_headers(good, "nope")), 401, "bad_signature"),
         "missing_signature": (
-            lambda: (
-                good,
-                {
-                    k: v
-                    for k, v in github_headers(good, "gh-secret").items()
-                    if k != "X-Hub-Signature-256"
-                },
-            ),
+            lambda: (good, _without(github_headers(good, "gh-secret"), "X-Hub-Signature-256")),
             400,
             "missing_header",
         ),
         "missing_delivery": (
-            lambda: (
-                good,
-                {
-                    k: v
-                    for k, v in github_headers(good, "gh-secret").items()
-                    if k != "X-GitHub-Delivery"
-                },
-            ),
+            lambda: (good, _without(github_headers(good, "gh-secret"), "X-GitHub-Delivery")),
             400,
             "missing_header",
         ),

@@ -18,7 +18,7 @@ from hooklatch.assembly import build_runtime
 from hooklatch.metrics import collectors
 from hooklatch.operations.backlog import BacklogCollector
 from tests.support.database import count
-from tests.support.pipeline import make_endpoint, wait_for
+from tests.support.pipeline import deliver, make_endpoint, wait_for
 from tests.support.processes import hooklatch_cmd, listening, process_env, start_procfile_web
 from tests.support.signing import stripe_event, stripe_headers
 
@@ -34,14 +34,12 @@ def post(base: str, endpoint: str, external_id: str) -> requests.Response:
 
 @pytest.mark.slow
 def test_deliveries_are_stored_and_answered_when_their_metrics_cannot_be_written(
-    procs, proc_settings, runtime, tmp_path
+    procs, proc_settings, runtime, metrics_dir
 ):
-    directory = tmp_path / "metrics"
-    directory.mkdir()
     base, _, web = start_procfile_web(
-        procs, proc_settings, WEB_CONCURRENCY="1", PROMETHEUS_MULTIPROC_DIR=str(directory)
+        procs, proc_settings, WEB_CONCURRENCY="1", PROMETHEUS_MULTIPROC_DIR=str(metrics_dir)
     )
-    shutil.rmtree(directory)  # a new series now has no file to go to
+    shutil.rmtree(metrics_dir)  # a new series now has no file to go to
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     answers = [post(base, endpoint, f"evt_uncounted_{n}") for n in range(3)]
     assert [a.status_code for a in answers] == [200, 200, 200], web.log()[-3000:]
@@ -51,31 +49,25 @@ def test_deliveries_are_stored_and_answered_when_their_metrics_cannot_be_written
 
 @pytest.mark.slow
 def test_work_horses_share_one_set_of_files_when_the_worker_serves_no_port(
-    procs, proc_settings, runtime, client, tmp_path
+    procs, proc_settings, runtime, client, metrics_dir
 ):
     jobs = 8
-    directory = tmp_path / "metrics"
-    directory.mkdir()
     env = process_env(proc_settings, HOOKLATCH_JOB_SIZE="1")
     worker = procs(
-        "worker", hooklatch_cmd("worker"), {**env, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
+        "worker", hooklatch_cmd("worker"), {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
     )
     procs("relay", hooklatch_cmd("relay"), env)
     wait_for(lambda: listening(worker), timeout=30, message="worker listening")
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     for n in range(jobs):
-        body = stripe_event(f"evt_portless_{n}", event_type="effect.horse")
-        response = client.post(
-            f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
-        )
-        assert response.status_code == 200
+        deliver(client, endpoint, f"evt_portless_{n}", "effect.horse")
     wait_for(
         lambda: count(runtime, "SELECT count(*) FROM test_effects") == jobs,
         timeout=60,
         message=f"{jobs} events processed",
     )
     assert worker.log().count("batch done") >= jobs  # a job per event
-    files = sorted(path.name for path in directory.iterdir())
+    files = sorted(path.name for path in metrics_dir.iterdir())
     assert len(files) <= 4, files  # the horses' shared set, not one set per job
 
 
@@ -107,27 +99,19 @@ def test_database_gauges_go_down_while_a_read_waits_on_a_database_that_stopped_a
 
 @pytest.mark.slow
 def test_a_worker_whose_metrics_cannot_be_written_commits_each_chunk_once(
-    procs, proc_settings, runtime, client, tmp_path
+    procs, proc_settings, runtime, client, metrics_dir
 ):
     """Counted after the commit: a failure to count did make a committed chunk look
     failed, run again one event per transaction, and fail a job of one event."""
-    directory = tmp_path / "metrics"
-    directory.mkdir()
     env = process_env(proc_settings)
     worker = procs(
-        "worker", hooklatch_cmd("worker"), {**env, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
+        "worker", hooklatch_cmd("worker"), {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
     )
     wait_for(lambda: listening(worker), timeout=30, message="worker listening")
-    shutil.rmtree(directory)  # a new series now has no file to go to
+    shutil.rmtree(metrics_dir)  # a new series now has no file to go to
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     for n in range(3):
-        body = stripe_event(f"evt_chunk_{n}", event_type="effect.metrics")
-        assert (
-            client.post(
-                f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
-            ).status_code
-            == 200
-        )
+        deliver(client, endpoint, f"evt_chunk_{n}", "effect.metrics")
     procs("relay", hooklatch_cmd("relay"), env)  # after the three: one job, one chunk
     wait_for(
         lambda: count(runtime, "SELECT count(*) FROM test_effects") == 3,
@@ -162,13 +146,7 @@ def test_a_relay_whose_metrics_cannot_be_written_keeps_cleaning_up(
     wait_for(lambda: "relay started" in relay.log(), timeout=30, message="relay started")
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     for n in range(2):  # the second after the first pass that failed to count
-        body = stripe_event(f"evt_cleaned_{n}", event_type="effect.metrics")
-        assert (
-            client.post(
-                f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
-            ).status_code
-            == 200
-        )
+        deliver(client, endpoint, f"evt_cleaned_{n}", "effect.metrics")
         wait_for(
             lambda: count(runtime, "SELECT count(*) FROM events") == 0,
             timeout=30,

@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from tests.support.metrics import TOKEN_HEADER, run_promtool, sample, scrape
-from tests.support.pipeline import make_endpoint, wait_for
+from tests.support.pipeline import deliver, make_endpoint, wait_for
 from tests.support.processes import (
     free_port,
     hooklatch_cmd,
@@ -94,11 +94,9 @@ def test_gunicorn_workers_counts_add_up_survive_a_recycled_worker_and_pass_promt
 
 @pytest.mark.slow
 def test_work_horses_count_into_a_bounded_set_of_files_served_by_the_worker(
-    procs, proc_settings, runtime, client, tmp_path
+    procs, proc_settings, runtime, client, metrics_dir
 ):
     jobs = 12
-    directory = tmp_path / "metrics"
-    directory.mkdir()
     worker_port, relay_port = free_port(), free_port()
     env = process_env(proc_settings, HOOKLATCH_JOB_SIZE="1")
     worker = procs(
@@ -107,7 +105,7 @@ def test_work_horses_count_into_a_bounded_set_of_files_served_by_the_worker(
         {
             **env,
             "HOOKLATCH_WORKER_METRICS_PORT": str(worker_port),
-            "PROMETHEUS_MULTIPROC_DIR": str(directory),
+            "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
         },
     )
     relay = procs(
@@ -116,11 +114,7 @@ def test_work_horses_count_into_a_bounded_set_of_files_served_by_the_worker(
     wait_for(lambda: listening(worker), timeout=30, message="worker listening")
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     for n in range(jobs):
-        body = stripe_event(f"evt_horse_{n}", event_type="effect.horse")
-        response = client.post(
-            f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
-        )
-        assert response.status_code == 200
+        deliver(client, endpoint, f"evt_horse_{n}", "effect.horse")
 
     worker_url = f"http://127.0.0.1:{worker_port}/metrics"
     processed = "hooklatch_events_handled_total"
@@ -133,7 +127,7 @@ def test_work_horses_count_into_a_bounded_set_of_files_served_by_the_worker(
         message=f"{jobs} events counted by the worker",
     )
     assert worker.log().count("batch done") >= jobs  # a job per event
-    files = sorted(path.name for path in directory.iterdir())
+    files = sorted(path.name for path in metrics_dir.iterdir())
     # The worker's own files and its horses' shared ones: not one set per job.
     assert len(files) <= 4, files
     text = scrape(worker_url)

@@ -17,10 +17,10 @@ from sqlalchemy import select, text
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.models import Event
 from hooklatch.events.replay import replay_one
-from hooklatch.ordering.service import blocked_keys, release_key, set_ordering
+from hooklatch.ordering.service import blocked_keys, release_key
 from tests.support.database import count
 from tests.support.effects import runs
-from tests.support.pipeline import make_endpoint, wait_for
+from tests.support.pipeline import configure_ordering, make_endpoint, wait_for
 from tests.support.processes import hooklatch_cmd, process_env
 from tests.support.signing import stripe_event, stripe_headers
 
@@ -31,9 +31,7 @@ SECRET = "whsec_test_secret"
 
 def ordered_endpoint(runtime, policy, dead="park"):
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    with runtime.session_factory.begin() as session:
-        row = session.get(Endpoint, endpoint)
-        set_ordering(session, row, actor="test", now=runtime.clock(), policy=policy, dead=dead)
+    configure_ordering(runtime, endpoint, policy=policy, dead=dead)
     return endpoint
 
 
@@ -165,13 +163,23 @@ def test_a_failing_head_holds_only_its_key_which_resumes_in_order_once_it_succee
     assert_no_overlap(by_key)
 
 
+def dead_head(procs, settings, runtime, client, tmp_path, dead):
+    """A fifo endpoint whose dead events do as ``dead`` says, a relay and worker running
+    (two attempts), and on key cus_a an event that always fails with three behind it: the
+    endpoint, the processes started, the failing event and those behind it."""
+    endpoint = ordered_endpoint(runtime, "fifo", dead=dead)
+    started, _ = start_pipeline(procs, settings, tmp_path, HOOKLATCH_MAX_ATTEMPTS="2")
+    head = send(client, endpoint, "cus_a", "fail")
+    behind = [send(client, endpoint, "cus_a") for _ in range(3)]
+    return endpoint, started, head, behind
+
+
 def test_a_dead_head_parks_its_key_until_it_is_released(
     procs, proc_settings, runtime, client, tmp_path
 ):
-    endpoint = ordered_endpoint(runtime, "fifo", dead="park")
-    started, _ = start_pipeline(procs, proc_settings, tmp_path, HOOKLATCH_MAX_ATTEMPTS="2")
-    head = send(client, endpoint, "cus_a", "fail")
-    behind = [send(client, endpoint, "cus_a") for _ in range(3)]
+    endpoint, started, head, behind = dead_head(
+        procs, proc_settings, runtime, client, tmp_path, "park"
+    )
     other = [send(client, endpoint, "cus_b") for _ in range(3)]
     wait_status(runtime, other, "processed", started)
     wait_status(runtime, [head], "dead", started)
@@ -201,10 +209,7 @@ def test_a_dead_head_parks_its_key_until_it_is_released(
 def test_a_dead_head_releases_its_key_when_so_configured(
     procs, proc_settings, runtime, client, tmp_path
 ):
-    endpoint = ordered_endpoint(runtime, "fifo", dead="release")
-    started, _ = start_pipeline(procs, proc_settings, tmp_path, HOOKLATCH_MAX_ATTEMPTS="2")
-    head = send(client, endpoint, "cus_a", "fail")
-    behind = [send(client, endpoint, "cus_a") for _ in range(3)]
+    _, started, head, behind = dead_head(procs, proc_settings, runtime, client, tmp_path, "release")
     wait_status(runtime, behind, "processed", started)
     assert statuses(runtime, [head]) == {head: "dead"}
     died_at = count(

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.models import OutboxEntry
-from hooklatch.ordering.service import set_ordering
 from hooklatch.workers.worker import jobs, processing
 from tests.support.database import count
-from tests.support.pipeline import make_endpoint
+from tests.support.pipeline import configure_ordering, make_endpoint
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_drain"
@@ -34,10 +32,7 @@ def test_a_job_runs_its_drain_of_a_keys_events_then_hands_the_key_back(
         ran.append(event.id)
 
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    with runtime.session_factory.begin() as session:
-        set_ordering(
-            session, session.get(Endpoint, endpoint), actor="t", now=runtime.clock(), policy="fifo"
-        )
+    configure_ordering(runtime, endpoint, policy="fifo")
     ids = [send(client, endpoint) for _ in range(10)]
     # One event per transaction: each carries the key's next event into the next one,
     # where it is among the ids that transaction was given.

@@ -7,20 +7,11 @@ import logging
 
 from sqlalchemy import text
 
-from hooklatch.endpoints.models import Endpoint
-from hooklatch.ordering.service import set_ordering
 from hooklatch.providers.stripe import StripeProvider
-from tests.support.pipeline import make_endpoint
+from tests.support.pipeline import configure_ordering, make_endpoint
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_ordering_ingest"
-
-
-def configure(runtime, endpoint, **settings):
-    with runtime.session_factory.begin() as session:
-        set_ordering(
-            session, session.get(Endpoint, endpoint), actor="test", now=runtime.clock(), **settings
-        )
 
 
 def stored_key(client, runtime, endpoint, **extra):
@@ -41,13 +32,13 @@ def test_an_unordered_endpoint_stores_no_key(client, runtime):
 
 def test_a_fifo_endpoint_stores_the_providers_key(client, runtime):
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    configure(runtime, endpoint, policy="fifo")
+    configure_ordering(runtime, endpoint, policy="fifo")
     assert tuple(stored_key(client, runtime, endpoint, customer="cus_1")) == ("cus_1", 0)
 
 
 def test_an_endpoints_key_path_replaces_the_providers_key(client, runtime):
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    configure(
+    configure_ordering(
         runtime,
         endpoint,
         policy="serial",
@@ -64,9 +55,9 @@ def test_a_text_id_and_a_number_id_of_the_same_digits_are_stored_under_two_keys(
     """By the provider's key and by an endpoint's path alike; ids that were never
     ambiguous keep the key text they were stored under before."""
     by_provider, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    configure(runtime, by_provider, policy="fifo")
+    configure_ordering(runtime, by_provider, policy="fifo")
     by_path, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    configure(runtime, by_path, policy="serial", key_path="data.object.account")
+    configure_ordering(runtime, by_path, policy="serial", key_path="data.object.account")
 
     provider_keys = [
         stored_key(client, runtime, by_provider, customer=value).ordering_key
@@ -84,9 +75,9 @@ def test_a_text_id_and_a_number_id_of_the_same_digits_are_stored_under_two_keys(
 def test_a_settings_change_reaches_a_web_process_that_cached_the_endpoint(client, runtime):
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
     assert stored_key(client, runtime, endpoint, customer="cus_1").ordering_key is None
-    configure(runtime, endpoint, policy="fifo")  # the client's process cached it unordered
+    configure_ordering(runtime, endpoint, policy="fifo")  # the client's process cached it unordered
     assert stored_key(client, runtime, endpoint, customer="cus_1").ordering_key == "cus_1"
-    configure(runtime, endpoint, policy="none")
+    configure_ordering(runtime, endpoint, policy="none")
     assert stored_key(client, runtime, endpoint, customer="cus_1").ordering_key is None
 
 
@@ -98,7 +89,7 @@ def test_a_plugin_whose_ordering_key_raises_keeps_the_event_unkeyed(
 
     monkeypatch.setattr(StripeProvider, "ordering_key", broken)
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    configure(runtime, endpoint, policy="fifo")
+    configure_ordering(runtime, endpoint, policy="fifo")
     with caplog.at_level(logging.ERROR):
         assert stored_key(client, runtime, endpoint, customer="cus_1").ordering_key is None
     assert "ordering_key raised" in caplog.text

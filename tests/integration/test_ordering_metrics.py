@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from hooklatch.endpoints.models import Endpoint
 from hooklatch.operations.backlog import read_backlog
-from hooklatch.ordering.service import set_ordering
-from tests.support.pipeline import make_endpoint
+from tests.support.pipeline import configure_ordering, make_endpoint
 
 EVENT = (
     "INSERT INTO events (endpoint_id, provider, external_id, type, status, attempts, body,"
@@ -20,10 +18,7 @@ EVENT = (
 
 def test_parked_keys_and_failing_heads_are_counted_and_nothing_else(runtime):
     endpoint, _ = make_endpoint(runtime)
-    with runtime.session_factory.begin() as session:
-        set_ordering(
-            session, session.get(Endpoint, endpoint), actor="t", now=runtime.clock(), policy="fifo"
-        )
+    configure_ordering(runtime, endpoint, policy="fifo")
     assert read_backlog(runtime).blocked_keys == 0
     with runtime.engine.begin() as c:
 

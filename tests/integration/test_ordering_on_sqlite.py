@@ -4,17 +4,13 @@ failing head holding its key, and a parked key, as PostgreSQL does."""
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import pytest
-from alembic import command
 
-from hooklatch.endpoints.models import Endpoint
-from hooklatch.migrations import alembic_config
-from hooklatch.ordering.service import blocked_keys, set_ordering
+from hooklatch.ordering.service import blocked_keys
 from hooklatch.workers.worker.jobs import process_events
-from tests.support.database import count
-from tests.support.pipeline import make_endpoint
+from tests.support.database import count, sqlite_settings
+from tests.support.pipeline import configure_ordering, make_endpoint
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_sqlite_ordering"
@@ -22,12 +18,7 @@ SECRET = "whsec_sqlite_ordering"
 
 @pytest.fixture
 def settings(settings, tmp_path):
-    sqlite = replace(
-        settings, database_url=None, redis_url=None, instance_path=tmp_path / "db", max_attempts=2
-    )
-    sqlite.instance_path.mkdir()
-    command.upgrade(alembic_config(sqlite.sqlalchemy_url), "head")
-    return sqlite
+    return sqlite_settings(settings, tmp_path / "db", max_attempts=2)
 
 
 def send(client, endpoint, event_type, customer):
@@ -47,10 +38,7 @@ def test_a_fifo_key_on_sqlite_runs_in_order_and_parks_behind_a_dead_event(client
             raise RuntimeError("fails")
 
     endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    with runtime.session_factory.begin() as session:
-        set_ordering(
-            session, session.get(Endpoint, endpoint), actor="t", now=runtime.clock(), policy="fifo"
-        )
+    configure_ordering(runtime, endpoint, policy="fifo")
     ok = [send(client, endpoint, "step.ok", "cus_a") for _ in range(3)]
     dead = send(client, endpoint, "step.fail", "cus_a")
     behind = send(client, endpoint, "step.ok", "cus_a")

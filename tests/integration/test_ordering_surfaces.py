@@ -16,10 +16,9 @@ from hooklatch.audit import AuditEntry
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.models import DEAD, PENDING, Attempt, Event, OutboxEntry
 from hooklatch.ordering.models import OrderingKey
-from hooklatch.ordering.service import set_ordering
 from tests.support.cli import run_cli
 from tests.support.console import csrf_of, signed_in
-from tests.support.pipeline import make_endpoint
+from tests.support.pipeline import configure_ordering, make_endpoint
 from tests.support.tokens import AUTH
 
 SCRIPT_KEY = 'cus_<script>alert("key")</script>'
@@ -36,9 +35,7 @@ class Blocked:
 
 def fifo_endpoint(runtime, name=None):
     endpoint, _ = make_endpoint(runtime, name=name)
-    with runtime.session_factory.begin() as session:
-        row = session.get(Endpoint, endpoint)
-        set_ordering(session, row, actor="test", now=runtime.clock(), policy="fifo")
+    configure_ordering(runtime, endpoint, policy="fifo")
     return endpoint
 
 

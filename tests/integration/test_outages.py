@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from dataclasses import replace
 from urllib.parse import urlsplit
@@ -27,7 +25,7 @@ from tests.support.processes import (
     start_redis,
     with_port,
 )
-from tests.support.proxy import TcpProxy
+from tests.support.proxy import CountingListener, TcpProxy
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_test_secret"
@@ -186,35 +184,15 @@ def test_postgres_lost_and_back_under_gunicorn_answers_503_then_recovers(
 # -- no Redis on the request path --------------------------------------------------
 
 
-class CountingListener:
-    """A port that accepts and immediately drops connections, counting them."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self.accepted += 1
-            conn.close()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.sock.close()
+def accepted(app, external_id):
+    """A delivery to a new endpoint of ``app``: answered 200, "accepted"."""
+    endpoint, _ = make_endpoint(app.extensions["hooklatch"], "stripe", secrets=[SECRET])
+    body = stripe_event(external_id, event_type="effect.noredis")
+    response = app.test_client().post(
+        f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
+    )
+    assert response.status_code == 200, response.json
+    assert response.json is not None and response.json["status"] == "accepted"
 
 
 def test_ingest_makes_no_redis_call(settings, router):
@@ -222,13 +200,7 @@ def test_ingest_makes_no_redis_call(settings, router):
     app = create_app(replace(settings, redis_url=f"redis://127.0.0.1:{closed}/0"), router=router)
     runtime = app.extensions["hooklatch"]
     try:
-        endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-        body = stripe_event("evt_no_redis", event_type="effect.noredis")
-        response = app.test_client().post(
-            f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
-        )
-        assert response.status_code == 200, response.json
-        assert response.json is not None and response.json["status"] == "accepted"
+        accepted(app, "evt_no_redis")
         assert count(runtime, "SELECT count(*) FROM events WHERE external_id = 'evt_no_redis'") == 1
         assert count(runtime, "SELECT count(*) FROM outbox") == 1
     finally:
@@ -243,13 +215,7 @@ def test_ingest_opens_no_connection_to_redis(settings, router):
     )
     runtime = app.extensions["hooklatch"]
     try:
-        endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-        body = stripe_event("evt_no_redis_2", event_type="effect.noredis")
-        response = app.test_client().post(
-            f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET)
-        )
-        assert response.status_code == 200
-        assert response.json is not None and response.json["status"] == "accepted"
+        accepted(app, "evt_no_redis_2")
         time.sleep(0.3)  # a connection attempt made in the background would show up now
         assert listener.accepted == 0
     finally:

@@ -10,11 +10,9 @@ from contextlib import contextmanager
 
 from sqlalchemy import event, text
 
-from hooklatch.endpoints.models import Endpoint
-from hooklatch.ordering.service import set_ordering
 from hooklatch.workers.worker import processing
 from hooklatch.workers.worker.jobs import process_events
-from tests.support.pipeline import make_endpoint
+from tests.support.pipeline import configure_ordering, make_endpoint
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_test_secret"
@@ -119,6 +117,21 @@ def sizes(runtime, ids) -> dict[int, int]:
         return {row.id: row[1] for row in rows}
 
 
+def processed_reading_bodies_apart(runtime, ids, seen):
+    """The events processed, their handlers shown the stored bodies, which were read apart
+    from the claims: one read per transaction (a chunk cut short for time goes on in
+    another one), and every event's body in one of them."""
+    with statements(runtime) as executed:
+        counts = process_events(runtime, ids)
+
+    assert counts["processed"] == len(ids)
+    assert seen == stored(runtime, ids)
+    assert [s for s, _ in executed if reads_a_body(s) and not s.startswith(PAYLOAD_READ)] == []
+    assert set(reads_per_transaction(executed)) == {1}
+    # (An event left for the next transaction may have been read by this one too.)
+    assert {i for read in payload_reads(executed) for i in read} == set(ids)
+
+
 def test_a_chunk_of_small_events_reads_their_bodies_in_one_statement_not_in_its_claim(
     client, runtime, router
 ):
@@ -126,16 +139,7 @@ def test_a_chunk_of_small_events_reads_their_bodies_in_one_statement_not_in_its_
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     ids = [send(client, endpoint) for _ in range(50)]
 
-    with statements(runtime) as executed:
-        counts = process_events(runtime, ids)
-
-    assert counts["processed"] == 50
-    assert seen == stored(runtime, ids)
-    # One read per transaction (a chunk cut short for time goes on in another one).
-    assert [s for s, _ in executed if reads_a_body(s) and not s.startswith(PAYLOAD_READ)] == []
-    assert set(reads_per_transaction(executed)) == {1}
-    # (An event left for the next transaction may have been read by this one too.)
-    assert {i for read in payload_reads(executed) for i in read} == set(ids)
+    processed_reading_bodies_apart(runtime, ids, seen)
 
 
 def test_events_of_many_keys_read_their_bodies_together_not_one_statement_each(
@@ -143,20 +147,10 @@ def test_events_of_many_keys_read_their_bodies_together_not_one_statement_each(
 ):
     seen = recorder(router)
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
-    with runtime.session_factory.begin() as session:
-        row = session.get(Endpoint, endpoint)
-        set_ordering(session, row, actor="test", now=runtime.clock(), policy="fifo")
+    configure_ordering(runtime, endpoint, policy="fifo")
     ids = [send(client, endpoint, customer=f"cus_{n}") for n in range(40)]
 
-    with statements(runtime) as executed:
-        counts = process_events(runtime, ids)
-
-    assert counts["processed"] == 40
-    assert seen == stored(runtime, ids)
-    assert [s for s, _ in executed if reads_a_body(s) and not s.startswith(PAYLOAD_READ)] == []
-    assert set(reads_per_transaction(executed)) == {1}
-    # (An event left for the next transaction may have been read by this one too.)
-    assert {i for read in payload_reads(executed) for i in read} == set(ids)
+    processed_reading_bodies_apart(runtime, ids, seen)
 
 
 def no_time_limit(monkeypatch) -> None:

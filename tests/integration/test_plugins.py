@@ -20,48 +20,27 @@ class NoParse(Provider):
         pass
 
 
-class OldStyle(Provider):
-    name = "acme"
+class Parses(NoParse):
+    def parse(self, delivery):
+        return []
 
+
+class OldStyle(Parses):
     def verify(self, headers, body, secrets, now):
         pass
 
-    def parse(self, delivery):
-        return []
 
-
-class OldHandshake(Provider):
-    name = "acme"
-
-    def verify(self, delivery, *, secrets, now):
-        pass
-
-    def parse(self, delivery):
-        return []
-
+class OldHandshake(Parses):
     def handshake(self, delivery):
         return None
 
 
-class Acme(Provider):
-    name = "acme"
+class Acme(Parses):
     retry_window = timedelta(days=1)
 
-    def verify(self, delivery, *, secrets, now):
-        pass
 
-    def parse(self, delivery):
-        return []
-
-
-class Stripeish(Provider):
+class Stripeish(Parses):
     name = "stripe"
-
-    def verify(self, delivery, *, secrets, now):
-        pass
-
-    def parse(self, delivery):
-        return []
 """
 
 

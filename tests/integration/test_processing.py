@@ -9,7 +9,7 @@ from hooklatch.events.models import Attempt, Event
 from tests.support.database import count, load_event
 from tests.support.effects import effect_rows
 from tests.support.handlers import write_effect
-from tests.support.pipeline import deliver, drain, make_endpoint
+from tests.support.pipeline import dead_then_fixed, deliver, drain, make_endpoint
 from tests.support.signing import stripe_event, stripe_headers
 
 SECRET = "whsec_test_secret"
@@ -73,23 +73,7 @@ def test_failing_handler_writes_nothing_is_retried_with_backoff_then_dead(client
 
 
 def test_provider_redelivery_of_a_dead_event_rearms_it(client, runtime, router):
-    from dataclasses import replace
-
-    runtime.settings = replace(runtime.settings, max_attempts=1)
-    healthy = {"value": False}
-
-    @router.on("stripe", "invoice.paid")
-    def flaky(event, ctx):
-        if not healthy["value"]:
-            raise RuntimeError("down")
-        write_effect(event, ctx)
-
-    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
-    event_id = deliver(client, endpoint, "evt_rearm")
-    drain(runtime)
-    assert load_event(runtime, event_id).status == "dead"
-
-    healthy["value"] = True
+    endpoint, event_id = dead_then_fixed(client, runtime, router, "evt_rearm")
     body = stripe_event("evt_rearm")
     response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
     assert response.status_code == 200
@@ -133,17 +117,24 @@ def process_one(session, runtime, event_id) -> str:
     return outcome
 
 
+def failing_one(client, runtime, router, prefix, n, error, failing=3):
+    """``n`` events delivered, ``prefix`` and their number their ids, whose handler writes
+    an effect and then, for the one numbered ``failing``, raises ``error``: their ids."""
+
+    def fail_on_one(event, ctx):
+        write_effect(event, ctx)
+        if event.external_id == f"{prefix}{failing}":
+            raise error
+
+    router.on("stripe", "invoice.paid")(fail_on_one)
+    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
+    return [deliver(client, endpoint, f"{prefix}{k}") for k in range(n)]
+
+
 def test_in_a_shared_transaction_one_failing_event_undoes_only_its_own_writes(
     client, runtime, router
 ):
-    def fail_on_three(event, ctx):
-        write_effect(event, ctx)
-        if event.external_id == "evt_batch_3":
-            raise RuntimeError("this one fails")
-
-    router.on("stripe", "invoice.paid")(fail_on_three)
-    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
-    ids = [deliver(client, endpoint, f"evt_batch_{n}") for n in range(6)]
+    ids = failing_one(client, runtime, router, "evt_batch_", 6, RuntimeError("this one fails"))
     from hooklatch.workers.worker.jobs import process_events
 
     counts = process_events(runtime, ids)
@@ -183,14 +174,8 @@ def _counting(function, calls):
 
 
 def test_an_error_text_the_database_cannot_store_costs_only_its_own_event(client, runtime, router):
-    def fail_with_nul(event, ctx):
-        write_effect(event, ctx)
-        if event.external_id == "evt_nul_2":
-            raise ValueError("bad name from the payload: a\x00b")
-
-    router.on("stripe", "invoice.paid")(fail_with_nul)
-    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
-    ids = [deliver(client, endpoint, f"evt_nul_{n}") for n in range(4)]
+    error = ValueError("bad name from the payload: a\x00b")
+    ids = failing_one(client, runtime, router, "evt_nul_", 4, error, failing=2)
     from hooklatch.workers.worker.jobs import process_events
 
     assert process_events(runtime, ids) == {"processed": 3, "pending": 1}

@@ -6,7 +6,7 @@ from rq.job import Job, JobStatus
 
 from hooklatch.workers.worker.lease import job_lease
 from tests.support.database import count
-from tests.support.relay import WAITING, Clock, ingest, jobs_of, relay_for, sweep_after_a_sighting
+from tests.support.relay import WAITING, clocked, ingest, jobs_of, one_job, relay_for, second_sweep
 
 SECRET = "whsec_test_secret"
 
@@ -54,10 +54,7 @@ def test_sweep_leaves_a_healthy_queued_backlog_alone(client, runtime):
 
 
 def test_work_whose_job_vanished_from_redis_is_dispatched_again(client, runtime):
-    ingest(client, runtime, 10)
-    relay, queue = relay_for(runtime)
-    relay.relay_once()
-    [lost] = jobs_of(runtime)
+    relay, queue, lost = one_job(client, runtime, 10)
     Job.fetch(lost, connection=queue.connection).delete()  # as a Redis restart without persistence
     assert relay.sweep_once() == 10
     assert relay.relay_once() == 10
@@ -68,11 +65,8 @@ def test_work_whose_job_vanished_from_redis_is_dispatched_again(client, runtime)
 
 
 def test_a_started_job_is_alive_while_its_lease_is_held_and_lost_when_it_is_not(client, runtime):
-    runtime.clock = clock = Clock()
-    ingest(client, runtime, 3)
-    relay, queue = relay_for(runtime)
-    relay.relay_once()
-    [job_id] = jobs_of(runtime)
+    clock = clocked(runtime)
+    relay, queue, job_id = one_job(client, runtime, 3)
     job = Job.fetch(job_id, connection=queue.connection)
     job.set_status(JobStatus.STARTED)
     with job_lease(runtime.engine, job_id):
@@ -80,7 +74,7 @@ def test_a_started_job_is_alive_while_its_lease_is_held_and_lost_when_it_is_not(
         clock.advance(60)
         assert relay.sweep_once() == 0
     # That process died: its lease went with it.
-    assert sweep_after_a_sighting(relay, clock) == 3
+    assert second_sweep(relay, clock) == 3
 
 
 def test_two_relays_at_once_move_each_outbox_row_exactly_once(client, runtime):
@@ -139,12 +133,9 @@ def test_a_worker_faster_than_the_relays_commit_still_runs_the_event(client, run
 
 
 def test_work_lost_again_and_again_goes_out_alone_then_its_event_is_dead(client, runtime):
-    from dataclasses import replace
-
-    runtime.settings = replace(runtime.settings, max_lost_dispatches=3)
-    runtime.clock = clock = Clock()
-    ingest(client, runtime, 3)
-    relay, queue = relay_for(runtime)
+    clock = clocked(runtime, max_lost_dispatches=3)
+    relay, queue, _ = one_job(client, runtime, 3)
+    assert queue.count == 1  # one job for the three
 
     def lose_every_job():
         # As when the process running each job died: started, and nobody holds its lease.
@@ -152,17 +143,15 @@ def test_work_lost_again_and_again_goes_out_alone_then_its_event_is_dead(client,
             Job.fetch(job_id, connection=queue.connection).set_status(JobStatus.STARTED)
             queue.remove(job_id)
 
-    assert relay.relay_once() == 3
-    assert queue.count == 1  # one job for the three
     for round_ in (1, 2):
         lose_every_job()
-        assert sweep_after_a_sighting(relay, clock) == 3
+        assert second_sweep(relay, clock) == 3
         assert count(runtime, "SELECT min(lost_dispatches) FROM outbox") == round_
         assert relay.relay_once() == 3
         assert queue.count == 3  # each alone now
 
     lose_every_job()
-    sweep_after_a_sighting(relay, clock)
+    second_sweep(relay, clock)
     assert count(runtime, "SELECT count(*) FROM outbox") == 0
     assert count(runtime, "SELECT count(*) FROM events WHERE status = 'dead'") == 3
     errors = count(

@@ -6,31 +6,14 @@ from hooklatch.events.models import Attempt, Replay
 from hooklatch.metrics import REGISTRY
 from tests.support.database import count, load_event
 from tests.support.effects import effect_rows
-from tests.support.handlers import write_effect
-from tests.support.pipeline import deliver, drain, make_endpoint
+from tests.support.pipeline import dead_then_fixed, deliver, drain, make_endpoint
 from tests.support.tokens import ADMIN_TOKEN, AUTH
 
 SECRET = "whsec_test_secret"
 
 
 def test_replay_runs_handlers_again_and_is_recorded(client, runtime, router):
-    from dataclasses import replace
-
-    runtime.settings = replace(runtime.settings, max_attempts=2)
-    healthy = {"value": False}
-
-    @router.on("stripe", "invoice.paid")
-    def flaky(event, ctx):
-        write_effect(event, ctx)
-        if not healthy["value"]:
-            raise RuntimeError("not yet")
-
-    endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
-    event_id = deliver(client, endpoint, "evt_replayed")
-    drain(runtime)
-    assert load_event(runtime, event_id).status == "dead"
-
-    healthy["value"] = True
+    _, event_id = dead_then_fixed(client, runtime, router, "evt_replayed", max_attempts=2)
     replays_before = replays_counted("succeeded")
     response = client.post(
         f"/admin/events/{event_id}/replay",

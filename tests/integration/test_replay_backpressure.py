@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.support.database import count
-from tests.support.pipeline import deliver, make_endpoint, wait_for
+from tests.support.pipeline import deliver, make_dead, make_endpoint, wait_for
 from tests.support.processes import hooklatch_cmd, listening, process_env
 from tests.support.tokens import AUTH
 
@@ -26,18 +26,6 @@ pytestmark = pytest.mark.slow
 # 9.0 on two cores), far below the 10 to 14 s a live event waited behind the batch's
 # replays when they shared its queue.
 LIVE_WAIT_BOUND = 5.0
-
-
-def dead_events(client, runtime, endpoint, count_, prefix):
-    """Delivered, then left dead (as a handler that kept failing leaves them) before any
-    relay or worker runs."""
-    ids = [deliver(client, endpoint, f"{prefix}{n}", "paced.dead") for n in range(count_)]
-    with runtime.engine.begin() as c:
-        c.execute(
-            text("UPDATE events SET status = 'dead', attempts = 8 WHERE id = ANY(:i)"), {"i": ids}
-        )
-        c.execute(text("DELETE FROM outbox WHERE event_id = ANY(:i)"), {"i": ids})
-    return ids
 
 
 def start_pipeline(procs, settings, *, handler_seconds):
@@ -63,6 +51,25 @@ def start_batch(client, runtime, rate):
     return answer.json["id"]
 
 
+def batch_under_way(client, runtime, settings, procs, *, dead, handler_seconds, rate, runs):
+    """``dead`` dead events, a real relay and worker whose handler takes ``handler_seconds``,
+    and a bulk replay of the events at ``rate`` whose first ``runs`` replays have run: the
+    endpoint, the dead events' ids, the worker and the batch's id."""
+    endpoint, _ = make_endpoint(runtime)
+    # Left dead before any relay or worker runs.
+    names = [f"evt_dead_{n}" for n in range(dead)]
+    ids = make_dead(client, runtime, endpoint, *names, event_type="paced.dead")
+    relay, worker = start_pipeline(procs, settings, handler_seconds=handler_seconds)
+    batch_id = start_batch(client, runtime, rate=rate)
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM test_runs WHERE is_replay") >= runs,
+        timeout=30,
+        message=f"the batch's first {runs} replays run",
+        explain=lambda: relay.log() + worker.log(),
+    )
+    return endpoint, ids, worker, batch_id
+
+
 def replays_waiting(runtime):
     return count(runtime, "SELECT count(*) FROM replays WHERE status = 'pending'")
 
@@ -70,15 +77,8 @@ def replays_waiting(runtime):
 def test_live_events_start_within_the_bound_while_hundreds_of_replays_run(
     client, runtime, proc_settings, procs
 ):
-    endpoint, _ = make_endpoint(runtime)
-    dead = dead_events(client, runtime, endpoint, 300, "evt_dead_")
-    relay, worker = start_pipeline(procs, proc_settings, handler_seconds=0.03)
-    batch_id = start_batch(client, runtime, rate=300.0)
-    wait_for(
-        lambda: count(runtime, "SELECT count(*) FROM test_runs WHERE is_replay") >= 5,
-        timeout=30,
-        message="the batch's first replays run",
-        explain=lambda: relay.log() + worker.log(),
+    endpoint, dead, worker, batch_id = batch_under_way(
+        client, runtime, proc_settings, procs, dead=300, handler_seconds=0.03, rate=300.0, runs=5
     )
 
     delivered = {}
@@ -113,15 +113,9 @@ def test_live_events_start_within_the_bound_while_hundreds_of_replays_run(
 def test_cancelling_a_batch_stops_its_replays_not_started_and_lets_the_running_one_finish(
     client, runtime, proc_settings, procs
 ):
-    endpoint, _ = make_endpoint(runtime)
-    dead = dead_events(client, runtime, endpoint, 20, "evt_cancel_")
-    relay, worker = start_pipeline(procs, proc_settings, handler_seconds=0.5)
-    batch_id = start_batch(client, runtime, rate=100.0)
-    wait_for(
-        lambda: count(runtime, "SELECT count(*) FROM test_runs") >= 1,
-        timeout=30,
-        message="the first replay run",
-        explain=lambda: relay.log() + worker.log(),
+    # (No live event: every run is a replay's.)
+    _, dead, _, batch_id = batch_under_way(
+        client, runtime, proc_settings, procs, dead=20, handler_seconds=0.5, rate=100.0, runs=1
     )
     # All asked for (a step asks for rate x the time since the last one), queued behind
     # the slow handler.

@@ -4,58 +4,42 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from alembic import command
 
 from hooklatch.events import bulk_replays
-from hooklatch.events.browse import EventFilter
-from hooklatch.migrations import alembic_config
 from hooklatch.workers.relay.loop import Relay
 from hooklatch.workers.relay.sinks import InlineSink
-from tests.support.pipeline import make_dead, make_endpoint
+from tests.support.bulk_replays import start_bulk_replay, step
+from tests.support.database import sqlite_settings
+from tests.support.pipeline import make_dead, make_endpoint, runs_of
 
 
 @pytest.fixture
 def settings(settings, tmp_path):
-    sqlite = replace(settings, database_url=None, redis_url=None, instance_path=tmp_path / "db")
-    sqlite.instance_path.mkdir()
-    command.upgrade(alembic_config(sqlite.sqlalchemy_url), "head")
+    sqlite = sqlite_settings(settings, tmp_path / "db")
     return sqlite
 
 
 def test_on_sqlite_a_batch_keeps_its_window_and_a_cancel_stops_what_has_not_run(
     client, runtime, router
 ):
-    ran = []
-    router.on("stripe", "*")(lambda event, ctx: ran.append(event.id))
+    ran = runs_of(router)
     endpoint, _ = make_endpoint(runtime)
     dead = make_dead(client, runtime, endpoint, *[f"evt_s{n}" for n in range(5)], event_type="x.y")
     relay = Relay(runtime, InlineSink(runtime))
     t0 = runtime.clock()
-    with runtime.session_factory.begin() as session:
-        batch_id = bulk_replays.start(
-            session,
-            EventFilter(status="dead"),
-            actor="alice",
-            reason="fixed",
-            cap=100,
-            rate=100.0,
-            now=t0,
-        ).id
+    batch_id = start_bulk_replay(runtime, cap=100, now=t0)
 
-    def step(seconds):
-        with runtime.session_factory.begin() as session:
-            now = t0 + timedelta(seconds=seconds)
-            return bulk_replays.advance(session, now=now, window=2)
+    def step_at(seconds):
+        return step(runtime, t0 + timedelta(seconds=seconds), window=2)
 
-    assert step(1) == 2
-    assert step(2) == 0  # two wait to be run
+    assert step_at(1) == 2
+    assert step_at(2) == 0  # two wait to be run
     assert relay.relay_once() == 2  # run in this thread
     assert ran == dead[:2]
-    assert step(3) == 2
+    assert step_at(3) == 2
     with runtime.session_factory.begin() as session:
         cancelled = bulk_replays.cancel(session, batch_id, actor="bob", now=t0)
         assert cancelled.replays == 2

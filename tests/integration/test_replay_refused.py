@@ -17,7 +17,7 @@ from tests.support.console import csrf_of, signed_in
 from tests.support.database import count, load_event
 from tests.support.effects import effect_rows
 from tests.support.handlers import write_effect
-from tests.support.pipeline import deliver, drain, make_endpoint, wait_for
+from tests.support.pipeline import dead_then_fixed, deliver, drain, make_endpoint, wait_for
 from tests.support.tokens import AUTH
 
 
@@ -38,24 +38,15 @@ def ask_on_every_face(app, settings, event_id):
     return api, html.unescape(answer.get_data(as_text=True)), cli
 
 
-def dead_then_fixed(client, runtime, router, external_id):
-    """An event whose handler failed its only attempt (dead), the handler since fixed:
-    its endpoint and stored id."""
-    runtime.settings = replace(runtime.settings, max_attempts=1)
-    healthy = {"value": False}
-
-    @router.on("stripe", "invoice.paid")
-    def flaky(event, ctx):
-        write_effect(event, ctx)
-        if not healthy["value"]:
-            raise RuntimeError("not yet")
-
-    endpoint, _ = make_endpoint(runtime)
-    event_id = deliver(client, endpoint, external_id)
-    drain(runtime)
-    assert load_event(runtime, event_id).status == "dead"
-    healthy["value"] = True
-    return endpoint, event_id
+def refused_on_every_face(app, settings, event_id, error):
+    """A replay of ``event_id`` asked for on every face is refused: 409 and ``error`` from
+    the API, and its message on the console's page and from the CLI. Returns the message."""
+    api, page, cli = ask_on_every_face(app, settings, event_id)
+    assert (api.status_code, api.json["error"]) == (409, error), api.json
+    assert api.json["message"] in page
+    assert cli.exit_code == 1
+    assert cli.stderr.splitlines() == [f"Error: {api.json['message']}"]
+    return api.json["message"]
 
 
 def test_a_replay_of_a_pending_event_is_refused_on_every_face(app, client, runtime, router):
@@ -65,13 +56,9 @@ def test_a_replay_of_a_pending_event_is_refused_on_every_face(app, client, runti
     again = deliver(client, endpoint, "evt_rearmed")  # the provider's retry re-arms it
     assert again == event_id and load_event(runtime, event_id).status == "pending"
 
-    api, page, cli = ask_on_every_face(app, runtime.settings, event_id)
+    message = refused_on_every_face(app, runtime.settings, event_id, "event_pending")
 
-    assert (api.status_code, api.json["error"]) == (409, "event_pending"), api.json
-    assert f"event {event_id} is pending" in api.json["message"]
-    assert api.json["message"] in page
-    assert cli.exit_code == 1
-    assert cli.stderr.splitlines() == [f"Error: {api.json['message']}"]
+    assert f"event {event_id} is pending" in message
     assert count(runtime, "SELECT count(*) FROM replays") == 0
     drain(runtime)
     assert load_event(runtime, event_id).status == "processed"
@@ -89,13 +76,9 @@ def test_a_second_replay_while_the_first_waits_is_refused_on_every_face(
     first = client.post(f"/admin/events/{event_id}/replay", json={"reason": "once"}, headers=AUTH)
     assert first.status_code == 202, first.json
 
-    api, page, cli = ask_on_every_face(app, runtime.settings, event_id)
+    message = refused_on_every_face(app, runtime.settings, event_id, "replay_pending")
 
-    assert (api.status_code, api.json["error"]) == (409, "replay_pending"), api.json
-    assert f"replay {first.json['id']} of event {event_id}" in api.json["message"]
-    assert api.json["message"] in page
-    assert cli.exit_code == 1
-    assert cli.stderr.splitlines() == [f"Error: {api.json['message']}"]
+    assert f"replay {first.json['id']} of event {event_id}" in message
     assert count(runtime, "SELECT count(*) FROM replays") == 1
     drain(runtime)
     rows = effect_rows(runtime, "evt_twice")

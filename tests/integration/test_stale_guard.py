@@ -10,10 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Column, MetaData, String, Table, select, text
 
-from hooklatch.endpoints.models import Endpoint
-from hooklatch.ordering.service import set_ordering
 from hooklatch.providers.base import Delivery
-from tests.support.pipeline import drain, make_endpoint
+from tests.support.pipeline import configure_ordering, drain, make_endpoint
 
 SECRET = "whsec_stale_guard_secret"
 T0 = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC)
@@ -56,6 +54,20 @@ def deliver(client, runtime, endpoint, provider, body, headers):
     return int(response.json["events"][0]["id"])
 
 
+JSON = {"Content-Type": "application/json"}
+
+
+def sender(client, runtime, provider):
+    """An endpoint of ``provider``, and a function that delivers a body to it (JSON, unless
+    other headers are given) signed as the provider signs it, returning the stored id."""
+    endpoint, _ = make_endpoint(runtime, provider, secrets=[SECRET])
+
+    def send(body, headers=JSON):
+        return deliver(client, runtime, endpoint, provider, body, headers)
+
+    return endpoint, send
+
+
 def outcome(runtime, event_id):
     with runtime.engine.connect() as connection:
         status, last_error = connection.execute(
@@ -96,25 +108,12 @@ def test_stripe_created_arriving_after_updated_never_overwrites_it(
             ctx, event.payload["data"]["object"]["id"], event.payload["data"]["object"]["status"]
         )
 
-    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    json_headers = {"Content-Type": "application/json"}
-    updated = deliver(
-        client,
-        runtime,
-        endpoint,
-        "stripe",
-        stripe_subscription("customer.subscription.updated", "active", T0 + timedelta(seconds=5)),
-        json_headers,
+    _, send = sender(client, runtime, "stripe")
+    updated = send(
+        stripe_subscription("customer.subscription.updated", "active", T0 + timedelta(seconds=5))
     )
     drain(runtime)
-    created = deliver(
-        client,
-        runtime,
-        endpoint,
-        "stripe",
-        stripe_subscription("customer.subscription.created", "incomplete", T0),
-        json_headers,
-    )
+    created = send(stripe_subscription("customer.subscription.created", "incomplete", T0))
     drain(runtime)
 
     assert state_of(runtime, "sub_1") == "active"
@@ -131,25 +130,10 @@ def test_stripe_events_of_the_same_second_are_not_stale(client, runtime, router,
     def save_subscription(event, ctx):
         save_state(ctx, "sub_1", event.payload["data"]["object"]["status"])
 
-    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    headers = {"Content-Type": "application/json"}
-    first = deliver(
-        client,
-        runtime,
-        endpoint,
-        "stripe",
-        stripe_subscription("customer.subscription.updated", "trialing", T0),
-        headers,
-    )
+    _, send = sender(client, runtime, "stripe")
+    first = send(stripe_subscription("customer.subscription.updated", "trialing", T0))
     drain(runtime)
-    second = deliver(
-        client,
-        runtime,
-        endpoint,
-        "stripe",
-        stripe_subscription("customer.subscription.updated", "active", T0),
-        headers,
-    )
+    second = send(stripe_subscription("customer.subscription.updated", "active", T0))
     drain(runtime)
     assert outcome(runtime, first)[0] == outcome(runtime, second)[0] == "processed"
     assert state_of(runtime, "sub_1") == "active"
@@ -174,28 +158,12 @@ def test_paddle_stale_transaction_updated_never_overwrites_completed_under_fifo(
     def save_transaction(event, ctx):
         save_state(ctx, event.payload["data"]["id"], event.payload["data"]["status"])
 
-    endpoint, _ = make_endpoint(runtime, "paddle", secrets=[SECRET])
-    with runtime.session_factory.begin() as session:
-        set_ordering(
-            session, session.get(Endpoint, endpoint), actor="t", now=runtime.clock(), policy="fifo"
-        )
-    headers = {"Content-Type": "application/json"}
-    completed = deliver(
-        client,
-        runtime,
-        endpoint,
-        "paddle",
-        paddle_transaction("transaction.completed", "completed", T0 + timedelta(microseconds=250)),
-        headers,
+    endpoint, send = sender(client, runtime, "paddle")
+    configure_ordering(runtime, endpoint, policy="fifo")
+    completed = send(
+        paddle_transaction("transaction.completed", "completed", T0 + timedelta(microseconds=250))
     )
-    late = deliver(
-        client,
-        runtime,
-        endpoint,
-        "paddle",
-        paddle_transaction("transaction.updated", "paid", T0),
-        headers,
-    )
+    late = send(paddle_transaction("transaction.updated", "paid", T0))
     drain(runtime)
     assert state_of(runtime, "txn_1") == "completed"
     assert outcome(runtime, completed)[0] == "processed"
@@ -232,18 +200,10 @@ def test_shopify_orders_create_after_paid_is_seen_as_stale_from_inside_a_handler
             return
         save_state(ctx, str(event.payload["id"]), event.payload["financial_status"])
 
-    endpoint, _ = make_endpoint(runtime, "shopify", secrets=[SECRET])
-    paid = deliver(
-        client,
-        runtime,
-        endpoint,
-        "shopify",
-        *shopify_order("orders/paid", "paid", T0 + timedelta(seconds=2)),
-    )
+    _, send = sender(client, runtime, "shopify")
+    paid = send(*shopify_order("orders/paid", "paid", T0 + timedelta(seconds=2)))
     drain(runtime)
-    create = deliver(
-        client, runtime, endpoint, "shopify", *shopify_order("orders/create", "pending", T0)
-    )
+    create = send(*shopify_order("orders/create", "pending", T0))
     drain(runtime)
     assert state_of(runtime, "4501") == "paid"
     assert outcome(runtime, paid)[0] == "processed"
@@ -258,24 +218,9 @@ def test_without_the_guard_the_older_state_would_win(client, runtime, router, st
     def save_subscription(event, ctx):
         save_state(ctx, "sub_1", event.payload["data"]["object"]["status"])
 
-    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    headers = {"Content-Type": "application/json"}
-    deliver(
-        client,
-        runtime,
-        endpoint,
-        "stripe",
-        stripe_subscription("customer.subscription.updated", "active", T0 + timedelta(seconds=5)),
-        headers,
-    )
+    _, send = sender(client, runtime, "stripe")
+    send(stripe_subscription("customer.subscription.updated", "active", T0 + timedelta(seconds=5)))
     drain(runtime)
-    deliver(
-        client,
-        runtime,
-        endpoint,
-        "stripe",
-        stripe_subscription("customer.subscription.created", "incomplete", T0),
-        headers,
-    )
+    send(stripe_subscription("customer.subscription.created", "incomplete", T0))
     drain(runtime)
     assert state_of(runtime, "sub_1") == "incomplete"

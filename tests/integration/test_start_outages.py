@@ -3,7 +3,6 @@ in one line per retry, with growing waits, and does its work once the database a
 (the worker takes no job before)."""
 
 import re
-import signal
 from dataclasses import replace
 from urllib.parse import urlsplit
 
@@ -18,6 +17,7 @@ from tests.support.processes import (
     process_env,
     retry_waits,
     with_port,
+    worker_runs_an_event,
 )
 from tests.support.proxy import TcpProxy
 
@@ -82,8 +82,7 @@ def test_a_relay_started_while_postgresql_is_away_waits_for_it_then_relays(
             timeout=30,
             message=f"the event handed to a job by the relay that waited\n{relay.log()}",
         )
-        relay.popen.send_signal(signal.SIGTERM)
-        assert relay.popen.wait(timeout=15) == 0, relay.log()
+        relay.stops_on_sigterm()
     finally:
         database.stop()
 
@@ -99,15 +98,8 @@ def test_a_worker_started_while_postgresql_is_away_takes_no_job_until_it_answers
         database.start()
         wait_for(lambda: listening(worker), timeout=30, message="worker listening")
         procs("relay", hooklatch_cmd("relay"), process_env(proc_settings))
-        endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-        deliver(client, endpoint, "evt_worker_waited_for_pg", "effect.waited")
-        wait_for(
-            lambda: count(runtime, "SELECT count(*) FROM test_effects") == 1,
-            timeout=30,
-            message=f"the event processed by the worker that waited\n{worker.log()}",
-        )
-        worker.popen.send_signal(signal.SIGTERM)
-        assert worker.popen.wait(timeout=15) == 0, worker.log()
+        worker_runs_an_event(client, runtime, worker, "evt_worker_waited_for_pg")
+        worker.stops_on_sigterm()
     finally:
         database.stop()
 
@@ -117,8 +109,7 @@ def test_sigterm_stops_a_worker_waiting_for_postgresql(procs, proc_settings):
     away = replace(proc_settings, database_url=Database(proc_settings).url)
     worker = procs("worker", hooklatch_cmd("worker"), process_env(away))
     wait_for(lambda: "database unreachable" in worker.log(), timeout=30, message="waiting")
-    worker.popen.send_signal(signal.SIGTERM)
-    assert worker.popen.wait(timeout=5) == 0, worker.log()
+    worker.stops_on_sigterm(timeout=5)
 
 
 @pytest.mark.slow

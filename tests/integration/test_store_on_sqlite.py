@@ -6,10 +6,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from alembic import command
 
-from hooklatch.migrations import alembic_config
-from tests.support.database import count, load_event
+from tests.support.database import count, load_event, sqlite_settings
 from tests.support.pipeline import make_endpoint, post_json
 from tests.support.providers.gitlab import push_body
 from tests.support.signing import github_headers
@@ -20,9 +18,7 @@ FIRST_SEEN = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 @pytest.fixture
 def settings(settings, tmp_path):
     """The embedded default: SQLite under the instance folder, no Redis."""
-    sqlite = replace(settings, database_url=None, redis_url=None, instance_path=tmp_path / "db")
-    sqlite.instance_path.mkdir()
-    command.upgrade(alembic_config(sqlite.sqlalchemy_url), "head")
+    sqlite = sqlite_settings(settings, tmp_path / "db")
     return sqlite
 
 

@@ -6,7 +6,7 @@ from rq.job import Job, JobStatus
 from hooklatch.workers.relay.sinks import SUSPECT_PREFIX
 from hooklatch.workers.worker.lease import job_lease
 from tests.support.database import count
-from tests.support.relay import WAITING, Clock, ingest, jobs_of, relay_for, sweep_after_a_sighting
+from tests.support.relay import WAITING, clocked, ingest, jobs_of, one_job, relay_for, second_sweep
 
 SECRET = "whsec_test_secret"
 
@@ -18,16 +18,8 @@ def test_a_job_taken_off_the_queue_but_never_started_is_lost_a_sweep_after_it_is
     starting it leaves the job "queued" in no queue. A live worker starts it within
     milliseconds, so the sweep acts only when it is still so half a sweep interval after
     a sweep first saw it."""
-    from dataclasses import replace
-
-    runtime.settings = replace(
-        runtime.settings, dispatch_grace_seconds=10, sweep_interval_seconds=5
-    )
-    runtime.clock = clock = Clock()
-    ingest(client, runtime, 4)
-    relay, queue = relay_for(runtime)
-    assert relay.relay_once() == 4
-    [job_id] = jobs_of(runtime)
+    clock = clocked(runtime, dispatch_grace_seconds=10, sweep_interval_seconds=5)
+    relay, queue, job_id = one_job(client, runtime, 4)
     clock.advance(11)
     assert relay.sweep_once() == 0  # queued, in the queue's list: a healthy backlog
 
@@ -45,29 +37,19 @@ def test_a_job_taken_off_the_queue_but_never_started_is_lost_a_sweep_after_it_is
 
 
 def test_a_job_dispatched_within_the_grace_is_not_even_looked_at(client, runtime):
-    from dataclasses import replace
-
-    runtime.settings = replace(runtime.settings, dispatch_grace_seconds=10)
-    runtime.clock = clock = Clock()
-    ingest(client, runtime, 2)
-    relay, queue = relay_for(runtime)
-    relay.relay_once()
+    clock = clocked(runtime, dispatch_grace_seconds=10)
+    relay, queue, _ = one_job(client, runtime, 2)
     queue.connection.lmove(queue.key, queue.intermediate_queue_key)
     clock.advance(9)
     assert relay.sweep_once() == 0  # handed out 9 s ago: not a candidate yet
     assert not queue.connection.keys(f"{SUSPECT_PREFIX}{queue.name}:*")  # not looked at
     clock.advance(1.5)
-    assert sweep_after_a_sighting(relay, clock) == 2
+    assert second_sweep(relay, clock) == 2
 
 
 def test_a_second_relay_sees_the_same_first_sighting_of_a_taken_job(client, runtime):
-    from dataclasses import replace
-
-    runtime.settings = replace(runtime.settings, sweep_interval_seconds=5)
-    runtime.clock = clock = Clock()
-    ingest(client, runtime, 2)
-    first, queue = relay_for(runtime)
-    first.relay_once()
+    clock = clocked(runtime, sweep_interval_seconds=5)
+    first, queue, _ = one_job(client, runtime, 2)
     queue.connection.lmove(queue.key, queue.intermediate_queue_key)
     assert first.sweep_once() == 0
     clock.advance(5)
@@ -77,14 +59,8 @@ def test_a_second_relay_sees_the_same_first_sighting_of_a_taken_job(client, runt
 
 def test_a_job_started_moments_ago_without_its_lease_yet_is_left_alone(client, runtime):
     """RQ marks a job started a moment before the job takes its lease."""
-    from dataclasses import replace
-
-    runtime.settings = replace(runtime.settings, sweep_interval_seconds=5)
-    runtime.clock = clock = Clock()
-    ingest(client, runtime, 3)
-    relay, queue = relay_for(runtime)
-    relay.relay_once()
-    [job_id] = jobs_of(runtime)
+    clock = clocked(runtime, sweep_interval_seconds=5)
+    relay, queue, job_id = one_job(client, runtime, 3)
     Job.fetch(job_id, connection=queue.connection).set_status(JobStatus.STARTED)
     queue.remove(job_id)
     assert relay.sweep_once() == 0  # started, no lease: it may be about to take it
@@ -98,29 +74,20 @@ def test_a_job_started_moments_ago_without_its_lease_yet_is_left_alone(client, r
 def test_a_job_seen_starting_and_then_running_is_judged_afresh_when_its_lease_goes(client, runtime):
     """A sighting from before the job took its lease does not count once it has: when the
     lease goes, the job is a new suspect, not one already overdue."""
-    from dataclasses import replace
-
-    runtime.settings = replace(runtime.settings, sweep_interval_seconds=5)
-    runtime.clock = clock = Clock()
-    ingest(client, runtime, 2)
-    relay, queue = relay_for(runtime)
-    relay.relay_once()
-    [job_id] = jobs_of(runtime)
+    clock = clocked(runtime, sweep_interval_seconds=5)
+    relay, queue, job_id = one_job(client, runtime, 2)
     Job.fetch(job_id, connection=queue.connection).set_status(JobStatus.STARTED)
     queue.remove(job_id)
     assert relay.sweep_once() == 0  # seen started without its lease
     with job_lease(runtime.engine, job_id):
         clock.advance(10)
         assert relay.sweep_once() == 0  # running
-    assert sweep_after_a_sighting(relay, clock) == 2
+    assert second_sweep(relay, clock) == 2
 
 
 def test_a_job_missing_from_redis_whose_lease_is_held_is_left_running(client, runtime):
     """Redis lost the job (a restart without persistence), but its process runs on."""
-    ingest(client, runtime, 2)
-    relay, queue = relay_for(runtime)
-    relay.relay_once()
-    [job_id] = jobs_of(runtime)
+    relay, queue, job_id = one_job(client, runtime, 2)
     Job.fetch(job_id, connection=queue.connection).delete()
     with job_lease(runtime.engine, job_id):
         assert relay.sweep_once() == 0
@@ -130,10 +97,7 @@ def test_a_job_missing_from_redis_whose_lease_is_held_is_left_running(client, ru
 def test_the_sweep_pages_through_every_job_and_comes_back_to_its_suspects(client, runtime):
     """Pages go on from the last job examined: a lost job behind two pages of live ones is
     found on the third sweep, and a suspect is judged again on the very next sweep."""
-    from dataclasses import replace
-
-    runtime.settings = replace(runtime.settings, job_size=1, sweep_interval_seconds=5)
-    runtime.clock = clock = Clock()
+    clock = clocked(runtime, job_size=1, sweep_interval_seconds=5)
     ingest(client, runtime, 5)
     relay, queue = relay_for(runtime)
     relay.sweep.page = 2
@@ -156,17 +120,14 @@ def test_the_sweep_pages_through_every_job_and_comes_back_to_its_suspects(client
 
 def test_without_lpos_the_queue_is_read_whole(client, runtime):
     """Redis before 6.0.6 has no LPOS: the sweep reads the queue's list instead."""
-    from dataclasses import replace
-
-    runtime.settings = replace(runtime.settings, sweep_interval_seconds=5)
-    runtime.clock = clock = Clock()
+    clock = clocked(runtime, sweep_interval_seconds=5)
     ingest(client, runtime, 3)
     relay, queue = relay_for(runtime)
     relay.sink._lpos = False
     relay.relay_once()
     assert relay.sweep_once() == 0  # queued, found in the list
     queue.connection.lmove(queue.key, queue.intermediate_queue_key)
-    assert sweep_after_a_sighting(relay, clock) == 3
+    assert second_sweep(relay, clock) == 3
 
 
 def test_without_postgresql_a_job_gone_from_redis_is_still_lost(settings, router, tmp_path):
@@ -184,11 +145,8 @@ def test_without_postgresql_a_job_gone_from_redis_is_still_lost(settings, router
     app = create_app(replace(settings, database_url=url), router=router)
     runtime = app.extensions["hooklatch"]
     try:
-        runtime.clock = clock = Clock()
-        ingest(app.test_client(), runtime, 3)
-        relay, queue = relay_for(runtime)
-        assert relay.relay_once() == 3
-        [job_id] = jobs_of(runtime)
+        clock = clocked(runtime)
+        relay, queue, job_id = one_job(app.test_client(), runtime, 3)
         Job.fetch(job_id, connection=queue.connection).delete()
         clock.advance(1)
         assert relay.sweep_once() == 3
@@ -201,21 +159,15 @@ def test_without_postgresql_a_job_gone_from_redis_is_still_lost(settings, router
 def test_an_event_locked_when_its_job_is_given_up_keeps_its_count(client, runtime):
     """A worker holds the event while the sweep gives its lost job up: the outbox row,
     and the count of lost jobs on it, stay until the event can be judged."""
-    from dataclasses import replace
-
     from sqlalchemy import text
 
-    runtime.settings = replace(runtime.settings, max_lost_dispatches=1)
-    runtime.clock = clock = Clock()
-    ingest(client, runtime, 1)
-    relay, queue = relay_for(runtime)
-    assert relay.relay_once() == 1
-    [job_id] = jobs_of(runtime)
+    clock = clocked(runtime, max_lost_dispatches=1)
+    relay, queue, job_id = one_job(client, runtime, 1)
     Job.fetch(job_id, connection=queue.connection).set_status(JobStatus.STARTED)
     queue.remove(job_id)
     with runtime.engine.connect() as holder:
         holder.execute(text("SELECT id FROM events FOR NO KEY UPDATE"))  # a worker on it
-        sweep_after_a_sighting(relay, clock)
+        second_sweep(relay, clock)
         assert count(runtime, "SELECT count(*) FROM outbox") == 1
         assert count(runtime, "SELECT lost_dispatches FROM outbox") == 1
         holder.rollback()  # that worker died too
@@ -223,6 +175,6 @@ def test_an_event_locked_when_its_job_is_given_up_keeps_its_count(client, runtim
     [job_id] = jobs_of(runtime)
     Job.fetch(job_id, connection=queue.connection).set_status(JobStatus.STARTED)
     queue.remove(job_id)
-    sweep_after_a_sighting(relay, clock)
+    second_sweep(relay, clock)
     assert count(runtime, "SELECT count(*) FROM events WHERE status = 'dead'") == 1
     assert count(runtime, "SELECT count(*) FROM outbox") == 0

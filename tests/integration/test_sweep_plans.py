@@ -14,22 +14,27 @@ from tests.support.relay import relay_for
 SIZES = [300, 1000, 2500, 5000]
 
 
-def pending_events_with_their_outbox_rows(runtime, n):
-    """``n`` pending events already handed to jobs, written by SQL, statistics reset as
-    a TRUNCATE leaves them."""
+def pending_events(runtime, connection, n):
+    """``n`` pending events of a new endpoint, written by SQL into emptied tables, their
+    statistics reset as a TRUNCATE leaves them."""
     endpoint, _ = make_endpoint(runtime)
+    connection.exec_driver_sql(
+        "TRUNCATE attempts, outbox, replays, replay_batch_items, ordering_keys, events "
+        "RESTART IDENTITY"
+    )
+    connection.exec_driver_sql(
+        "INSERT INTO events (endpoint_id, provider, external_id, type, status, attempts,"
+        " body, headers, body_sha256, received_at, next_attempt_at, mismatched_duplicates)"
+        " SELECT %(endpoint)s, 'stripe', 'evt_' || g, 'invoice.paid', 'pending', 0,"
+        " '\\x7b7d', '{}', 'x', now(), now(), 0 FROM generate_series(1, %(n)s) g",
+        {"endpoint": endpoint, "n": n},
+    )
+
+
+def pending_events_with_their_outbox_rows(runtime, n):
+    """``n`` pending events already handed to jobs."""
     with runtime.engine.begin() as connection:
-        connection.exec_driver_sql(
-            "TRUNCATE attempts, outbox, replays, replay_batch_items, ordering_keys, events "
-            "RESTART IDENTITY"
-        )
-        connection.exec_driver_sql(
-            "INSERT INTO events (endpoint_id, provider, external_id, type, status, attempts,"
-            " body, headers, body_sha256, received_at, next_attempt_at, mismatched_duplicates)"
-            " SELECT %(endpoint)s, 'stripe', 'evt_' || g, 'invoice.paid', 'pending', 0,"
-            " '\\x7b7d', '{}', 'x', now(), now(), 0 FROM generate_series(1, %(n)s) g",
-            {"endpoint": endpoint, "n": n},
-        )
+        pending_events(runtime, connection, n)
         connection.exec_driver_sql(
             "INSERT INTO outbox (event_id, created_at, job_id, dispatched_at)"
             " SELECT id, now(), 'job-' || (id / 5), now() FROM events"
@@ -108,19 +113,8 @@ def test_with_a_live_job_queued_the_relay_finds_replays_without_reading_the_live
     """While a live job waits for the workers, the relay looks for replays alone (their
     own queue may be free). Through the index of every row not handed out, that read the
     whole live backlog (an outage's) at every poll to find the few replays behind it."""
-    endpoint, _ = make_endpoint(runtime)
     with runtime.engine.begin() as connection:
-        connection.exec_driver_sql(
-            "TRUNCATE attempts, outbox, replays, replay_batch_items, ordering_keys, events "
-            "RESTART IDENTITY"
-        )
-        connection.exec_driver_sql(
-            "INSERT INTO events (endpoint_id, provider, external_id, type, status, attempts,"
-            " body, headers, body_sha256, received_at, next_attempt_at, mismatched_duplicates)"
-            " SELECT %(endpoint)s, 'stripe', 'evt_' || g, 'invoice.paid', 'pending', 0,"
-            " '\\x7b7d', '{}', 'x', now(), now(), 0 FROM generate_series(1, %(n)s) g",
-            {"endpoint": endpoint, "n": waiting},
-        )
+        pending_events(runtime, connection, waiting)
         connection.exec_driver_sql(
             "INSERT INTO outbox (event_id, created_at) SELECT id, now() FROM events ORDER BY id"
         )

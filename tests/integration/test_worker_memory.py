@@ -15,16 +15,14 @@ from rq.job import Job
 from rq.registry import FinishedJobRegistry
 from sqlalchemy import select
 
-from hooklatch.endpoints.models import Endpoint
+from bench.procs import memory_mib
 from hooklatch.events.models import Event, Replay
 from hooklatch.events.replay import request_replay
-from hooklatch.ordering.service import set_ordering
 from hooklatch.workers.relay.sinks import SERIALIZER
-from tests.support.pipeline import drain, make_endpoint, wait_for
+from tests.support.pipeline import configure_ordering, drain, make_endpoint, wait_for
 from tests.support.processes import (
     hooklatch_cmd,
     listening,
-    memory_mib,
     process_env,
     work_horse,
 )
@@ -100,9 +98,7 @@ def test_a_job_of_large_bodies_keeps_the_work_horse_within_its_body_budget(
 ):
     endpoint, _ = make_endpoint(runtime, secrets=[SECRET])
     if keyed:
-        with runtime.session_factory.begin() as session:
-            row = session.get(Endpoint, endpoint)
-            set_ordering(session, row, actor="test", now=runtime.clock(), policy="fifo")
+        configure_ordering(runtime, endpoint, policy="fifo")
     env = process_env(proc_settings, HOOKLATCH_WORKER_BODY_BYTES=str(BUDGET_MIB * MIB))
     worker, horse, before = start_worker(procs, env)
 

@@ -1,7 +1,6 @@
 """`hooklatch worker` when Redis goes away: it waits and works again, and a SIGTERM still
 stops it at once."""
 
-import signal
 import sys
 from dataclasses import replace
 
@@ -16,6 +15,7 @@ from tests.support.processes import (
     process_env,
     retry_waits,
     start_redis,
+    worker_runs_an_event,
 )
 from tests.support.signing import stripe_event, stripe_headers
 
@@ -27,14 +27,6 @@ def deliver_effect(client, runtime, event_id):
     body = stripe_event(event_id, event_type="effect.worker")
     response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
     assert response.status_code == 200
-
-
-def stops_on_sigterm(worker, timeout=10):
-    worker.popen.send_signal(signal.SIGTERM)
-    try:
-        return worker.popen.wait(timeout=timeout) == 0
-    except Exception:
-        return False
 
 
 @pytest.mark.slow
@@ -57,18 +49,9 @@ def test_a_worker_started_while_redis_is_down_waits_for_it_then_works(
 
     start_redis(procs, port, tmp_path)
     procs("relay", hooklatch_cmd("relay"), env)
-    endpoint, _ = make_endpoint(runtime, "stripe", secrets=[SECRET])
-    body = stripe_event("evt_worker_waited", event_type="effect.waited")
-    response = client.post(f"/hooks/{endpoint}", data=body, headers=stripe_headers(body, SECRET))
-    assert response.status_code == 200
-    wait_for(
-        lambda: count(runtime, "SELECT count(*) FROM test_effects") == 1,
-        timeout=30,
-        message=f"the event processed by the worker that waited\n{worker.log()}",
-    )
+    worker_runs_an_event(client, runtime, worker, "evt_worker_waited")
 
-    worker.popen.send_signal(signal.SIGTERM)
-    assert worker.popen.wait(timeout=15) == 0, worker.log()
+    worker.stops_on_sigterm()
 
 
 @pytest.mark.slow
@@ -95,7 +78,7 @@ def test_a_worker_whose_rq_loop_quits_on_a_redis_blip_starts_again(
         timeout=30,
         message=f"the event processed after the blip\n{worker.log()}",
     )
-    assert stops_on_sigterm(worker), worker.log()
+    worker.stops_on_sigterm(timeout=10)
 
 
 @pytest.mark.slow
@@ -104,7 +87,7 @@ def test_sigterm_stops_a_worker_waiting_for_redis(procs, proc_settings, tmp_path
     env = process_env(replace(proc_settings, redis_url=f"redis://127.0.0.1:{port}/0"))
     worker = procs("worker", hooklatch_cmd("worker"), env)
     wait_for(lambda: "Redis unreachable" in worker.log(), timeout=20, message="waiting")
-    assert stops_on_sigterm(worker, timeout=5), worker.log()
+    worker.stops_on_sigterm(timeout=5)
 
 
 @pytest.mark.slow
@@ -116,7 +99,7 @@ def test_sigterm_stops_a_worker_whose_redis_has_just_gone(procs, proc_settings, 
     worker = procs("worker", hooklatch_cmd("worker"), env)
     wait_for(lambda: listening(worker), timeout=20, message="worker listening")
     redis.kill()
-    assert stops_on_sigterm(worker), worker.log()
+    worker.stops_on_sigterm(timeout=10)
 
 
 @pytest.mark.parametrize("worker_class", ["Worker", "SimpleWorker"])

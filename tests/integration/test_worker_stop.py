@@ -72,8 +72,7 @@ def test_sigterm_mid_job_ends_after_the_chunk_and_hands_the_rest_back(
         explain=lambda: f"{worker.log()}\n{relay.log()}",
     )
     job = the_one_job(runtime)
-    worker.popen.send_signal(signal.SIGTERM)
-    assert worker.popen.wait(timeout=30) == 0, worker.log()
+    worker.stops_on_sigterm(timeout=30)
     done = count(runtime, "SELECT count(*) FROM test_effects")
     assert 3 <= done < EVENTS, worker.log()  # it did not wait for the job's end
     handed = re.search(r"stopping: (\d+) outbox rows handed back", worker.log())
@@ -120,8 +119,7 @@ def test_a_chunk_still_running_after_the_stop_grace_is_cut_short_and_runs_again(
         deliver(client, endpoint, f"evt_after_{n}", "effect.stop")
     worker, env = hang_a_worker(procs, proc_settings, markers, "evt_hangs")
     job = the_one_job(runtime)
-    worker.popen.send_signal(signal.SIGTERM)
-    assert worker.popen.wait(timeout=15) == 0, worker.log()
+    worker.stops_on_sigterm()
     assert "stopping its work horse now" in worker.log()
     assert count(runtime, "SELECT count(*) FROM test_effects") == 0  # its chunk rolled back
     assert_handed_out_again_uncounted(runtime, job, 6)

@@ -1,4 +1,5 @@
-"""The test databases: a fresh PostgreSQL database per session, real Redis, counts."""
+"""The test databases: a fresh PostgreSQL database per session, real Redis, counts; and
+the embedded default's SQLite."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import psycopg2
@@ -52,6 +55,21 @@ def fresh_database(prefix: str = "hooklatch_test") -> Iterator[str]:
         yield url
     finally:
         _admin_exec(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def sqlite_settings(settings: Any, instance_path: Path, **changes: Any) -> Any:
+    """``settings`` as the embedded default runs them (and ``changes``): SQLite under
+    ``instance_path``, migrated to head, and no Redis."""
+    from alembic import command
+
+    from hooklatch.migrations import alembic_config
+
+    sqlite = replace(
+        settings, database_url=None, redis_url=None, instance_path=instance_path, **changes
+    )
+    sqlite.instance_path.mkdir(exist_ok=True)
+    command.upgrade(alembic_config(sqlite.sqlalchemy_url), "head")
+    return sqlite
 
 
 def count(runtime: Any, sql: str, **params: Any) -> int:

@@ -57,6 +57,53 @@ def deliver(
     return int(response.json["events"][0]["id"])
 
 
+def configure_ordering(runtime: Runtime, endpoint: str, **ordering: Any) -> None:
+    """The endpoint's ordering set as the admin API sets it (``policy``, ``dead``,
+    ``hold_seconds``, ...), by the actor "test"."""
+    from hooklatch.endpoints.models import Endpoint
+    from hooklatch.ordering.service import set_ordering
+
+    with runtime.session_factory.begin() as session:
+        set_ordering(
+            session, session.get(Endpoint, endpoint), actor="test", now=runtime.clock(), **ordering
+        )
+
+
+def dead_then_fixed(
+    client: Any, runtime: Runtime, router: Any, external_id: str, *, max_attempts: int = 1
+) -> tuple[str, int]:
+    """An event whose handler (it writes an effect) failed every one of ``max_attempts``
+    attempts, so that it is dead, the handler since fixed: its endpoint and stored id."""
+    from dataclasses import replace
+
+    from tests.support.database import load_event
+    from tests.support.handlers import write_effect
+
+    runtime.settings = replace(runtime.settings, max_attempts=max_attempts)
+    healthy = {"value": False}
+
+    @router.on("stripe", "invoice.paid")
+    def flaky(event: Any, ctx: Any) -> None:
+        write_effect(event, ctx)
+        if not healthy["value"]:
+            raise RuntimeError("not yet")
+
+    endpoint, _ = make_endpoint(runtime)
+    event_id = deliver(client, endpoint, external_id)
+    drain(runtime)
+    assert load_event(runtime, event_id).status == "dead"
+    healthy["value"] = True
+    return endpoint, event_id
+
+
+def runs_of(router: Any, provider: str = "stripe") -> list[int]:
+    """A handler of every ``provider`` event that records the id of each event it runs: the
+    list it fills, in the order they ran."""
+    ran: list[int] = []
+    router.on(provider, "*")(lambda event, ctx: ran.append(event.id))
+    return ran
+
+
 def make_dead(
     client: Any, runtime: Runtime, endpoint: str, *names: str, event_type: str
 ) -> list[int]:

@@ -9,17 +9,17 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis as redis_lib
-import requests
 
+from bench.procs import unanswered
 from hooklatch.settings import Settings
+from tests.support.database import count
 from tests.support.install import ROOT
-from tests.support.pipeline import wait_for
+from tests.support.pipeline import deliver, make_endpoint, wait_for
 
 
 def free_port() -> int:
@@ -78,6 +78,15 @@ class Proc:
             os.killpg(self.popen.pid, sig)
         self.popen.wait(timeout=30)
 
+    def stops_on_sigterm(self, timeout: float = 15.0) -> None:
+        """SIGTERM: the process exits 0 within ``timeout``."""
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            code = self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"running {timeout} s after SIGTERM:\n{self.log()}") from None
+        assert code == 0, self.log()
+
     def stop(self) -> None:
         if self.popen.poll() is None:
             try:
@@ -93,16 +102,8 @@ def hooklatch_cmd(*args: str) -> list[str]:
 
 
 def wait_http(url: str, proc: Proc, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.popen.poll() is not None:
-            raise AssertionError(f"process exited early:\n{proc.log()}")
-        try:
-            requests.get(url, timeout=1)
-            return
-        except requests.RequestException:  # not listening yet, or a worker still booting
-            time.sleep(0.1)
-    raise AssertionError(f"{url} did not answer:\n{proc.log()}")
+    why = unanswered(url, proc.popen, timeout)
+    assert why is None, f"the process {why} before answering {url}:\n{proc.log()}"
 
 
 def start_gunicorn(
@@ -204,6 +205,18 @@ def start_procfile_web(procs: Any, settings: Settings, **env_extra: str) -> tupl
     return base, port, web
 
 
+def worker_runs_an_event(client: Any, runtime: Any, worker: Proc, event_id: str) -> None:
+    """An effect event delivered to a new endpoint: the real ``worker`` (a relay running
+    beside it) writes its effect within 30 s."""
+    endpoint, _ = make_endpoint(runtime, "stripe", secrets=["whsec_test_secret"])
+    deliver(client, endpoint, event_id, "effect.waited")
+    wait_for(
+        lambda: count(runtime, "SELECT count(*) FROM test_effects") == 1,
+        timeout=30,
+        message=f"the event processed by the worker that waited\n{worker.log()}",
+    )
+
+
 def listening(worker: Proc) -> bool:
     """`hooklatch worker` has started and takes jobs (its own start-up line)."""
     return "worker listening on queue" in worker.log()
@@ -259,14 +272,3 @@ def work_horse(worker: Proc, timeout: float = 30.0) -> int:
 
     wait_for(forked, timeout=timeout, message="the worker's work horse", explain=worker.log)
     return found[0]
-
-
-def memory_mib(pid: int) -> dict[str, float]:
-    """A live process's resident set now (VmRSS) and at its peak (VmHWM), in MiB."""
-    fields = {}
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            name, _, value = line.partition(":")
-            if name in ("VmRSS", "VmHWM"):
-                fields[name] = int(value.split()[0]) / 1024  # kB
-    return {"rss": fields["VmRSS"], "peak": fields["VmHWM"]}

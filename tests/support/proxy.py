@@ -1,4 +1,5 @@
-"""A TCP proxy that a test can cut and restore, standing for a network that goes away."""
+"""A TCP proxy that a test can cut and restore, standing for a network that goes away; and
+a port that counts the connections made to it."""
 
 from __future__ import annotations
 
@@ -9,22 +10,20 @@ import threading
 from typing import cast
 
 
-class TcpProxy:
-    """Forwards 127.0.0.1:port to a target; stop() closes the listener and every connection."""
+class Listener:
+    """A port on 127.0.0.1 whose connections a thread of its own takes until stop();
+    ``take`` says what becomes of each (False: stop taking them)."""
 
-    def __init__(self, target: tuple[str, int], port: int = 0) -> None:
-        self.target = target
+    def __init__(self, port: int = 0, backlog: int = 64) -> None:
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._sockets: set[socket.socket] = set()
         self._threads: list[threading.Thread] = []
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(("127.0.0.1", port))
-        self.listener.listen(64)
+        self.listener.listen(backlog)
         self.listener.settimeout(0.1)
         self.port = self.listener.getsockname()[1]
-        self._spawn(self._accept_loop)
 
     def _spawn(self, target, *args) -> None:
         thread = threading.Thread(target=target, args=args, daemon=True)
@@ -40,18 +39,58 @@ class TcpProxy:
                 continue
             except OSError:
                 return
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
+            if not self.take(client):
+                return
+
+    def take(self, client: socket.socket) -> bool:
+        raise NotImplementedError
+
+
+class CountingListener(Listener):
+    """A port that accepts and immediately drops connections, counting them."""
+
+    def __init__(self) -> None:
+        super().__init__(backlog=16)
+        self.accepted = 0
+        self._spawn(self._accept_loop)
+
+    def take(self, client: socket.socket) -> bool:
+        self.accepted += 1
+        client.close()
+        return True
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(timeout=5)
+        self.listener.close()
+
+
+class TcpProxy(Listener):
+    """Forwards 127.0.0.1:port to a target; stop() closes the listener and every connection."""
+
+    def __init__(self, target: tuple[str, int], port: int = 0) -> None:
+        super().__init__(port)
+        self.target = target
+        self._sockets: set[socket.socket] = set()
+        self._spawn(self._accept_loop)
+
+    def take(self, client: socket.socket) -> bool:
+        try:
+            upstream = socket.create_connection(self.target, timeout=5)
+        except OSError:
+            client.close()
+            return True
+        with self._lock:
+            if self._stop.is_set():
                 client.close()
-                continue
-            with self._lock:
-                if self._stop.is_set():
-                    client.close()
-                    upstream.close()
-                    return
-                self._sockets.update((client, upstream))
-            self._spawn(self._pump, client, upstream)
+                upstream.close()
+                return False
+            self._sockets.update((client, upstream))
+        self._spawn(self._pump, client, upstream)
+        return True
 
     def _pump(self, a: socket.socket, b: socket.socket) -> None:
         peers = {a: b, b: a}

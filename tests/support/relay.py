@@ -1,6 +1,7 @@
 """Driving the relay by hand: events ingested through the view, a relay and its queue, a
 clock moved by the test."""
 
+from dataclasses import replace
 from datetime import timedelta
 
 from redis import Redis
@@ -32,6 +33,16 @@ def relay_for(runtime):
     )
 
 
+def one_job(client, runtime, n):
+    """``n`` events ingested and handed out by a relay in one job: the relay, its queue and
+    the job's id."""
+    ingest(client, runtime, n)
+    relay, queue = relay_for(runtime)
+    assert relay.relay_once() == n
+    [job_id] = jobs_of(runtime)
+    return relay, queue, job_id
+
+
 def jobs_of(runtime):
     with runtime.engine.connect() as c:
         return {r[0] for r in c.exec_driver_sql("SELECT DISTINCT job_id FROM outbox")}
@@ -53,9 +64,17 @@ class Clock:
         self.now += timedelta(seconds=seconds)
 
 
-def sweep_after_a_sighting(relay, clock) -> int:
-    """A job that is neither queued nor holding its lease is lost only when a later sweep,
-    half a sweep interval or more after the first sighting, still finds it so."""
+def clocked(runtime, **settings) -> Clock:
+    """runtime's settings changed as given, and its clock one the test moves."""
+    runtime.settings = replace(runtime.settings, **settings)
+    runtime.clock = clock = Clock()
+    return clock
+
+
+def second_sweep(relay, clock) -> int:
+    """What a sweep a sweep interval after a first one (which must find nothing lost)
+    re-dispatches: a job that is neither queued nor holding its lease is lost only when a
+    later sweep, half a sweep interval or more after the first sighting, still finds it so."""
     assert relay.sweep_once() == 0
     clock.advance(relay.settings.sweep_interval_seconds)
     return relay.sweep_once()
