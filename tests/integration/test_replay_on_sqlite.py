@@ -10,11 +10,11 @@ from datetime import timedelta
 import pytest
 from alembic import command
 
+from hooklatch.embedded.sinks import InlineSink
 from hooklatch.events import batches
 from hooklatch.events.browse import EventFilter
 from hooklatch.migrations import alembic_config
 from hooklatch.workers.relay.loop import Relay
-from hooklatch.workers.relay.sinks import InlineSink
 from tests.support.pipeline import make_dead, make_endpoint
 
 

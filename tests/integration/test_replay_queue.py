@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from hooklatch.events import batches
 from hooklatch.events.browse import EventFilter
-from hooklatch.workers.relay.sinks import SERIALIZER
+from hooklatch.jobs import SERIALIZER
 from hooklatch.workers.worker import jobs
 from tests.support.cli import run_cli
 from tests.support.console import csrf_of, signed_in

@@ -18,8 +18,8 @@ from sqlalchemy import select
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.models import Event, Replay
 from hooklatch.events.replay import request_replay
+from hooklatch.jobs import SERIALIZER
 from hooklatch.ordering.service import set_ordering
-from hooklatch.workers.relay.sinks import SERIALIZER
 from tests.support.pipeline import drain, make_endpoint, wait_for
 from tests.support.processes import (
     hooklatch_cmd,

@@ -7,9 +7,9 @@ import signal
 import sys
 
 from hooklatch.assembly import build_runtime
+from hooklatch.embedded.sinks import make_sink
 from hooklatch.settings import Settings
 from hooklatch.workers.relay.loop import Relay
-from hooklatch.workers.relay.sinks import make_sink
 from hooklatch.workers.signals import stop_on_signals
 
 

@@ -48,8 +48,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from rq.job import Job, JobStatus
 
+from hooklatch.jobs import SERIALIZER
 from hooklatch.operations.heartbeats import BEATING
-from hooklatch.workers.relay.sinks import SERIALIZER
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from hooklatch.events.models import OutboxEntry
 from hooklatch.logs import bind
 from hooklatch.metrics import REPLAYS, EventTally, best_effort
 from hooklatch.runtime import Runtime
+from hooklatch.workers.lease import job_lease
 from hooklatch.workers.worker.keyed import Drain, look_again
-from hooklatch.workers.worker.lease import job_lease
 from hooklatch.workers.worker.processing import process_chunk, release_outbox_rows
 from hooklatch.workers.worker.replays import process_replay, release_replay_rows
 

@@ -22,10 +22,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from hooklatch import metrics
 from hooklatch.db import reconnect_delay
+from hooklatch.jobs import SERIALIZER
 from hooklatch.logs import one_line
 from hooklatch.operations.heartbeats import start_heartbeat
 from hooklatch.runtime import Runtime
-from hooklatch.workers.relay.sinks import SERIALIZER
 from hooklatch.workers.signals import stop_on_signals
 from hooklatch.workers.worker import jobs
 from hooklatch.workers.worker.horse import (

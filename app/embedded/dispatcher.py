@@ -6,12 +6,12 @@ import atexit
 import logging
 import threading
 
+from hooklatch.embedded.sinks import InlineSink
 from hooklatch.operations.heartbeats import start_heartbeat
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.batches import BatchRunner
 from hooklatch.workers.relay.cleanup import Cleanup
 from hooklatch.workers.relay.loop import Relay
-from hooklatch.workers.relay.sinks import InlineSink
 
 log = logging.getLogger(__name__)
 
