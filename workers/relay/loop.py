@@ -114,9 +114,7 @@ class Relay:
         handoffs += [Handoff(replay_ids=[i]) for i in replays if i in alone_replays]
         return handoffs
 
-    def _mark(
-        self, session: Session, rows: Sequence[WaitingRow], handoffs: list[Handoff]
-    ) -> None:
+    def _mark(self, session: Session, rows: Sequence[WaitingRow], handoffs: list[Handoff]) -> None:
         """Each row gets the job it was pushed in."""
         now = self.runtime.clock()
         for handoff in handoffs:

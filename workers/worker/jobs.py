@@ -13,7 +13,6 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import datetime
 
 from redis.exceptions import RedisError
 from rq import Queue, get_current_job
@@ -24,10 +23,12 @@ from sqlalchemy.orm import configure_mappers
 from hooklatch.events.activity import count_attempts
 from hooklatch.events.models import OutboxEntry
 from hooklatch.logs import bind
-from hooklatch.metrics import REPLAYS, EventTally, best_effort
+from hooklatch.metrics import REPLAYS, best_effort
 from hooklatch.runtime import Runtime
 from hooklatch.workers.lease import job_lease
-from hooklatch.workers.worker.keyed import Drain, look_again
+from hooklatch.workers.worker.attempts import Activity
+from hooklatch.workers.worker.chunk import Drain
+from hooklatch.workers.worker.keyed import look_again
 from hooklatch.workers.worker.processing import process_chunk, release_outbox_rows
 from hooklatch.workers.worker.replays import process_replay, release_replay_rows
 
@@ -158,20 +159,17 @@ def _transaction(
     runtime: Runtime, chunk: list[int], job_id: str | None, drain: Drain
 ) -> tuple[list[int], Counter[str]]:
     """One chunk in one transaction: the ids claimed but left for later, and outcomes."""
-    outcomes: Counter[str] = Counter()
-    tally = EventTally()
-    seen: list[tuple[str, str, datetime]] = []
     with runtime.session_factory.begin() as session:
-        done, left = process_chunk(session, runtime, chunk, outcomes, tally, seen, drain)
-        if job_id is not None and done:
-            release_outbox_rows(session, done, job_id)
+        result = process_chunk(session, runtime, chunk, drain=drain)
+        if job_id is not None and result.done:
+            release_outbox_rows(session, result.done, job_id)
     # Committed: a chunk rolled back runs again and is counted then.
-    tally.record()
-    count_activity(runtime, seen)
-    return left, outcomes
+    result.tally.record()
+    count_activity(runtime, result.activity)
+    return result.left, result.outcomes
 
 
-def count_activity(runtime: Runtime, seen: list[tuple[str, str, datetime]]) -> None:
+def count_activity(runtime: Runtime, seen: list[Activity]) -> None:
     """The console's hourly counts of a committed chunk, in a transaction of their own,
     so that workers never wait for each other on the counter rows while a chunk is
     open. Best effort: a failure to count is logged once and never fails the chunk."""
@@ -204,12 +202,13 @@ def process_replays(
             _hand_back(runtime, [], job_id, OutboxEntry.replay_id.in_(rest), why="live work waits")
             counts["replay_handed_back"] += len(rest)
             break
-        held = Drain(remaining=0)  # a key it held: its waiting events go to the relay
         with runtime.session_factory.begin() as session:
-            outcome = process_replay(session, runtime, replay_id, held.emptied) or "skipped"
+            replayed = process_replay(session, runtime, replay_id)
             if job_id is not None:
                 release_replay_rows(session, replay_id, job_id)
-        look_again(runtime, held)
+        if replayed.held is not None:  # a key it held: its waiting events go to the relay
+            look_again(runtime, Drain(remaining=0, emptied=[replayed.held]))
+        outcome = replayed.outcome or "skipped"
         counts[f"replay_{outcome}"] += 1
         if outcome != "skipped":  # committed: counted once
             with best_effort():
