@@ -13,7 +13,8 @@ from hooklatch.workers.relay.batches import BatchRunner
 from hooklatch.workers.relay.cleanup import Cleanup
 from hooklatch.workers.relay.loop import Relay
 
-log = logging.getLogger(__name__)
+# Logged under the name it had in the relay's package, which log filters may already select.
+log = logging.getLogger("hooklatch.workers.relay.dispatcher")
 
 
 def start_embedded_dispatcher(runtime: Runtime) -> threading.Event:

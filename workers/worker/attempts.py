@@ -24,7 +24,9 @@ from hooklatch.logs import bind
 from hooklatch.ordering.stale import StaleGuard, Staleness
 from hooklatch.runtime import Runtime
 
-log = logging.getLogger(__name__)
+# Attempts are logged under the name of the module that ran them before, which log filters
+# may already select.
+log = logging.getLogger("hooklatch.workers.worker.processing")
 
 # An attempt's outcome (attempts.outcome), besides IGNORED when no handler matched.
 SUCCEEDED = "succeeded"
