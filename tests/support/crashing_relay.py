@@ -19,8 +19,8 @@ def main() -> None:
     sink = make_sink(runtime)
     push = sink.push
 
-    def push_then_signal(batches):
-        push(batches)
+    def push_then_signal(handoffs):
+        push(handoffs)
         os.kill(os.getpid(), how)
 
     sink.push = push_then_signal  # type: ignore[method-assign]  # the crash under test

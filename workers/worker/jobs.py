@@ -1,6 +1,7 @@
-"""The job: process a batch of events and replays, a transaction at a time.
+"""The job: run the events or replays a relay handed over, a transaction at a time.
 
-``process_batch`` is what the relay enqueues; ``process_events`` and
+``process_batch`` is the function the relay's jobs name (``hooklatch.jobs``, whose
+``JOB_FUNCTION`` keeps its path for the jobs already queued); ``process_events`` and
 ``process_replays`` are the job's body, which the embedded dispatcher runs in the web
 process too. They own the transactions; what runs inside them is in
 ``processing`` and ``replays``.
@@ -80,6 +81,7 @@ def _runtime() -> Runtime:
 
 
 def process_batch(event_ids: list[int], replay_ids: list[int] | None = None) -> dict[str, int]:
+    """The job: its arguments are a handoff's (``hooklatch.jobs.Handoff.arguments``)."""
     runtime = _runtime()
     job = get_current_job()
     job_id = job.id if job else None
@@ -119,12 +121,8 @@ def process_events(
     alone: list[int] = []  # events whose shared transaction could not commit
     while remaining or alone:
         if _State.stopping.is_set():
-            _hand_back(runtime, [*alone, *remaining], job_id, OutboxEntry.replay_id.is_(None))
-            # Events of held keys carried from other jobs: their rows, whichever job had
-            # them, go back too (a job that still runs one finds it claimed).
             carried = [i for i in remaining if i not in drain.own]
-            if carried:
-                _hand_back(runtime, carried, job_id, OutboxEntry.replay_id.is_(None), whoever=True)
+            _hand_back_events(runtime, job_id, [*alone, *remaining], carried=carried)
             break
         if alone:
             chunk, alone = alone[:1], alone[1:]
@@ -195,11 +193,11 @@ def process_replays(
     replay_ids = list(dict.fromkeys(replay_ids))
     for position, replay_id in enumerate(replay_ids):
         if _State.stopping.is_set():
-            _hand_back(runtime, [], job_id, OutboxEntry.replay_id.in_(replay_ids[position:]))
+            _hand_back_replays(runtime, job_id, replay_ids[position:])
             break
         if position and live_waiting is not None and live_waiting():
             rest = replay_ids[position:]
-            _hand_back(runtime, [], job_id, OutboxEntry.replay_id.in_(rest), why="live work waits")
+            _hand_back_replays(runtime, job_id, rest, why="live work waits")
             counts["replay_handed_back"] += len(rest)
             break
         with runtime.session_factory.begin() as session:
@@ -216,23 +214,32 @@ def process_replays(
     return counts
 
 
-def _hand_back(
-    runtime: Runtime,
-    event_ids: list[int],
-    job_id: str | None,
-    which: ColumnElement[bool],
-    *,
-    whoever: bool = False,
-    why: str = "stopping",
+def _hand_back_events(
+    runtime: Runtime, job_id: str | None, event_ids: list[int], *, carried: list[int]
 ) -> None:
-    """Give this job's rows for work it will not start back to the relay, which hands them
-    out again at its next pass (not counted as a lost dispatch: nothing was started).
-    With ``whoever``, these events' rows whichever job they were handed to."""
-    if (job_id is None and not whoever) or (whoever and not event_ids):
-        return
-    rows = which if whoever else and_(OutboxEntry.job_id == job_id, which)
-    if event_ids:
-        rows = and_(rows, OutboxEntry.event_id.in_(event_ids))
+    """A stopping job's events it will not start: its rows for them go back to the relay.
+    So do the rows of events of held keys it carried from other jobs (``carried``),
+    whichever job had them: a job that still runs one finds it claimed."""
+    live = OutboxEntry.replay_id.is_(None)
+    if job_id is not None:
+        mine = and_(OutboxEntry.job_id == job_id, live, OutboxEntry.event_id.in_(event_ids))
+        _hand_back(runtime, mine)
+    if carried:
+        _hand_back(runtime, and_(live, OutboxEntry.event_id.in_(carried)))
+
+
+def _hand_back_replays(
+    runtime: Runtime, job_id: str | None, replay_ids: list[int], *, why: str = "stopping"
+) -> None:
+    """The job's rows for replays it will not start go back to the relay."""
+    if job_id is not None:
+        mine = and_(OutboxEntry.job_id == job_id, OutboxEntry.replay_id.in_(replay_ids))
+        _hand_back(runtime, mine, why=why)
+
+
+def _hand_back(runtime: Runtime, rows: ColumnElement[bool], *, why: str = "stopping") -> None:
+    """Give these outbox rows back to the relay, which hands them out again at its next
+    pass (not counted as a lost dispatch: nothing was started)."""
     with runtime.session_factory.begin() as session:
         handed = session.execute(
             update(OutboxEntry).where(rows).values(job_id=None, dispatched_at=None)

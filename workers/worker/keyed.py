@@ -1,6 +1,6 @@
 """Running the keyed events of a chunk: each key under its lock, in its order.
 
-A chunk's unkeyed events are claimed by their row locks alone (``processing``); the rest
+A chunk's unkeyed events are claimed by their row locks alone (``chunk.claim``); the rest
 come here. For each key the transaction takes the key's lock or leaves the key's events
 alone; with it, the key runs from its first pending event in (ordering_position, id)
 order, whichever job brought each event, so a busy key moves at the speed of its handler:

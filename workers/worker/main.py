@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import FrameType
 
 from redis import Redis
@@ -66,7 +67,8 @@ def run_worker(
     retries its passes, rather than leaving the queue without a consumer; so is a horse
     that died.
     """
-    if runtime.settings.redis_url is None:
+    redis_url = runtime.settings.redis_url
+    if redis_url is None:
         raise SystemExit(
             "hooklatch worker needs REDIS_URL (without it, `hooklatch serve` runs handlers)"
         )
@@ -76,41 +78,63 @@ def run_worker(
         address=runtime.settings.metrics_address,
         setting="HOOKLATCH_WORKER_METRICS_PORT",
     )
-    redis = Redis.from_url(
-        runtime.settings.redis_url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS
-    )
-    current: list[HooklatchWorker] = []
-
-    def hand_on(signum: int, frame: FrameType | None) -> None:
-        # A signal between RQ's start and its own handlers: RQ stops as if it had it.
-        if current:
-            current[0].request_stop(signum, frame)  # type: ignore[no-untyped-call]  # RQ's
-
+    redis = Redis.from_url(redis_url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS)
+    loops = WorkLoops(runtime, redis, worker_class, burst=burst)
     # Ours until RQ installs its own handlers, and again whenever RQ's loop has ended. In
     # this process, a stop is passed on to the horse by its forker (a thread, not here).
-    stop = stop_on_signals("worker", then=hand_on)
+    stop_on_signals("worker", loops.stop, then=loops.hand_on)
     # A burst run ends when the queue is empty, not when the database comes back.
-    if not burst and not _database_answers(runtime, stop):
+    if not burst and not _database_answers(runtime, loops.stop):
         return False
-    forker = (
-        None
-        if simple
-        else HorseForker(runtime.settings.redis_url, stop, runtime.settings.worker_stop_seconds)
-    )
-    max_jobs = None if simple else runtime.settings.worker_max_jobs
+    if not simple:
+        loops.forker = HorseForker(redis_url, loops.stop, runtime.settings.worker_stop_seconds)
+        loops.max_jobs = runtime.settings.worker_max_jobs
+    # The horses, forked from this process, do not inherit the thread.
+    beat_stop = threading.Event()
+    beating = None if burst else start_heartbeat(runtime, "worker", beat_stop)
+    try:
+        run = loops.forker.run if loops.forker else _call
+        return _keep_working(loops.stop, run, loops.once)
+    finally:
+        beat_stop.set()
+        if beating is not None:
+            beating.join(timeout=10)
 
-    def work() -> Outcome:
-        """One RQ worker's loop, to its end; in the horse, or in this process."""
+
+@dataclass
+class WorkLoops:
+    """RQ workers' loops, one after the other (``once``: in the horse, or in this
+    process), and the stop that signals set (``stop``), passed on to the one running."""
+
+    runtime: Runtime
+    redis: Redis
+    worker_class: type[HooklatchWorker]
+    burst: bool = False
+    forker: HorseForker | None = None  # None: in this process
+    max_jobs: int | None = None  # a horse's share of jobs
+    stop: threading.Event = field(default_factory=threading.Event)
+    current: HooklatchWorker | None = None
+
+    def hand_on(self, signum: int, frame: FrameType | None) -> None:
+        """A signal between RQ's start and its own handlers: RQ stops as if it had it."""
+        if self.current is not None:
+            self.current.request_stop(signum, frame)  # type: ignore[no-untyped-call]  # RQ's
+
+    def once(self) -> Outcome:
+        """One RQ worker's loop, to its end."""
         try:
-            queues = queue_names(runtime.settings)  # the live queue first
-            worker = worker_class(queues, connection=redis, serializer=SERIALIZER)
-            worker.forker = forker
-            current[:] = [worker]  # from here, a signal is passed on to RQ (hand_on)
-            if stop.is_set():  # taken before: RQ would never hear of it
+            queues = queue_names(self.runtime.settings)  # the live queue first
+            worker = self.worker_class(queues, connection=self.redis, serializer=SERIALIZER)
+            worker.forker = self.forker
+            self.current = worker  # from here, a signal is passed on to RQ (hand_on)
+            if self.stop.is_set():  # taken before: RQ would never hear of it
                 return Outcome(STOPPED)
             worked = bool(
                 worker.work(
-                    burst=burst, logging_level="WARNING", with_scheduler=False, max_jobs=max_jobs
+                    burst=self.burst,
+                    logging_level="WARNING",
+                    with_scheduler=False,
+                    max_jobs=self.max_jobs,
                 )
             )
         except (RedisConnectionError, RedisTimeoutError) as exc:
@@ -118,26 +142,20 @@ def run_worker(
         except StopRequested:  # raised by RQ's request_stop, outside RQ's loop
             return Outcome(STOPPED)
         finally:
-            current.clear()
-            stop_on_signals("worker", stop, then=hand_on)
+            self.current = None
+            stop_on_signals("worker", self.stop, then=self.hand_on)
+        return self._ended(worker, worked)
+
+    def _ended(self, worker: HooklatchWorker, worked: bool) -> Outcome:
+        """Why RQ's loop returned."""
         done = worker.jobs_done
-        if stop.is_set() or asked_to_stop(worker):
+        if self.stop.is_set() or asked_to_stop(worker):
             return Outcome(STOPPED, worked, done)
-        if burst:
+        if self.burst:
             return Outcome(DONE, worked, done)
-        if max_jobs is not None and done >= max_jobs:
+        if self.max_jobs is not None and done >= self.max_jobs:
             return Outcome(RECYCLED, worked, done)
         return Outcome(QUIT, worked, done)
-
-    # The horses, forked from this process, do not inherit the thread.
-    beat_stop = threading.Event()
-    beating = None if burst else start_heartbeat(runtime, "worker", beat_stop)
-    try:
-        return _keep_working(stop, forker.run if forker else _call, work)
-    finally:
-        beat_stop.set()
-        if beating is not None:
-            beating.join(timeout=10)
 
 
 def _call(work: Callable[[], Outcome]) -> Outcome:
