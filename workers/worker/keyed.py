@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from sqlalchemy.orm import Session
 
@@ -47,14 +47,15 @@ class KeyRow(Claimed, Protocol):
     def parked(self) -> bool: ...  # read under fifo only: whether a dead event parks the key
 
 
-class KeySettled(NamedTuple):
+@dataclass(frozen=True)
+class KeySettled:
     """What a key's run settled of the job's events of that key (``done``: their job's rows
     can go), which of them the job's next transaction runs (``again``), the events it ran
     from any job, and whether the key's next event goes back to the relay (``wake``)."""
 
     done: list[int]
-    again: list[int] = []
-    ran: list[int] = []
+    again: list[int] = field(default_factory=list)
+    ran: list[int] = field(default_factory=list)
     wake: bool = False
 
 
@@ -62,12 +63,15 @@ class KeySettled(NamedTuple):
 class KeyedResult:
     done: list[int] = field(default_factory=list)  # settled: their job's rows can go
     left: list[int] = field(default_factory=list)  # for the job's next transaction
+    # The next event of each key stopped for time: left too, after the others.
+    again: list[int] = field(default_factory=list)
     ran: list[int] = field(default_factory=list)  # run under their key's lock, from any job
     # Keys whose next event goes back to the relay once this transaction's writes are in.
     wake: list[KeyRef] = field(default_factory=list)
 
     def add(self, ref: KeyRef, settled: KeySettled) -> None:
         self.done += settled.done
+        self.again += settled.again
         self.ran += settled.ran
         if settled.wake:
             self.wake.append(ref)
@@ -102,7 +106,6 @@ def run_keyed(run: ChunkRun, event_ids: list[int], states: Mapping[int, EventSta
     order = sorted(by_key, key=lambda ref: min(place[i] for i in by_key[ref]))
     # Most keys run the events the job brought: their payloads are read together.
     run.payloads.expect(states[i] for ref in order for i in by_key[ref])
-    again: list[int] = []
     for ref in order:
         given = by_key[ref]
         if run.ran and run.out_of_time():
@@ -112,11 +115,9 @@ def run_keyed(run: ChunkRun, event_ids: list[int], states: Mapping[int, EventSta
             continue
         if not claims.try_key_locks(run.session, [ref]):
             continue  # held elsewhere: its holder runs these, so their rows stay as they are
-        settled = _run_key(run, ref, policies[ref], given)
-        result.add(ref, settled)
-        again += settled.again
+        result.add(ref, _run_key(run, ref, policies[ref], given))
     claims.forget_rows(run.session, result.ran)
-    result.left += again
+    result.left += result.again
     return result
 
 
@@ -138,12 +139,11 @@ def _run_key(run: ChunkRun, ref: KeyRef, policy: Policy, given: list[int]) -> Ke
         run.drain.emptied.append(ref)
     if stop != TIME:
         return KeySettled(done=given, ran=ran)  # the key waits (fifo), or ran them
-    unrun = [i for i in given if i not in ran]
     if run.drain.remaining <= 0:
         # This job has run its share: the relay hands the key's next event out again.
         return KeySettled(done=given, ran=ran, wake=True)
     # The job goes on with this key in its next transaction.
-    again = unrun or _next_id(run.session, ref, set(ran), now)
+    again = [i for i in given if i not in ran] or _next_id(run.session, ref, set(ran), now)
     return KeySettled(done=[i for i in given if i not in again], again=again, ran=ran)
 
 
