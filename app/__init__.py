@@ -87,7 +87,7 @@ def create_app(
     scrape.init_app(app, runtime)
     app.wsgi_app = IngestRoute(app.wsgi_app, runtime)  # type: ignore[method-assign]
     if runtime.settings.embedded and runtime.settings.start_dispatcher:
-        from hooklatch.workers.relay.dispatcher import start_embedded_dispatcher
+        from hooklatch.embedded.dispatcher import start_embedded_dispatcher
 
         start_embedded_dispatcher(runtime)
     return app

@@ -224,7 +224,7 @@ def finished_job_sizes(bench: Bench) -> list[int]:
     from rq.job import Job
     from rq.registry import FailedJobRegistry, FinishedJobRegistry
 
-    from hooklatch.workers.relay.sinks import SERIALIZER
+    from hooklatch.jobs import SERIALIZER
 
     redis = Redis.from_url(bench.redis_url)
     failed = FailedJobRegistry(bench.queue, connection=redis, serializer=SERIALIZER).count

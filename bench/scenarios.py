@@ -513,9 +513,10 @@ class Bench:
         as workers that died would leave them, so that every check scans the whole list.
         """
         from hooklatch.assembly import build_runtime
+        from hooklatch.jobs import SERIALIZER
         from hooklatch.settings import Settings
         from hooklatch.workers.relay.loop import Relay
-        from hooklatch.workers.relay.sinks import SERIALIZER, RQSink
+        from hooklatch.workers.relay.sinks import RQSink
         from hooklatch.workers.relay.sweep import SWEEP_JOBS
 
         plan = self.plan

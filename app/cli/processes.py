@@ -20,9 +20,11 @@ from hooklatch.runtime import Runtime
 @click.pass_context
 def relay(ctx: click.Context) -> None:
     """Move outbox rows into queue jobs; re-dispatch due retries and lost work."""
+    from hooklatch.embedded.sinks import make_sink
     from hooklatch.workers.relay.main import run_relay
 
-    run_relay(runtime_of(ctx))
+    runtime = runtime_of(ctx)
+    run_relay(runtime, make_sink(runtime))
 
 
 @click.command()

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import cache
 from types import SimpleNamespace
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-from sqlalchemy import ColumnElement, Row, Text, cast, func, select
+from sqlalchemy import ColumnElement, RowMapping, Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from hooklatch.events.models import Event
@@ -53,13 +53,22 @@ def read_payloads(session: Session, event_ids: Iterable[int]) -> dict[int, Paylo
     return {row.id: Payload(row.body, row.headers) for row in rows}
 
 
+class ClaimedRow(Protocol):
+    """An event's row as a claim reads it (``claim_columns``): a SQLAlchemy row."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def _mapping(self) -> RowMapping: ...
+
+
 class LoadedEvent(SimpleNamespace):
     """A claimed row's columns, whichever the claim read, with its payload: the event a
     worker runs. (Its attributes are read many times per event: a namespace's cost less
     than a row's.)"""
 
     @classmethod
-    def of(cls, row: Row[Any], payload: Payload) -> LoadedEvent:
+    def of(cls, row: ClaimedRow, payload: Payload) -> LoadedEvent:
         return cls(**row._mapping, body=payload.body, headers=payload.headers)
 
 
@@ -95,7 +104,7 @@ class Payloads:
         for row in rows:
             self._expected.setdefault(row.id, row.payload_size or 0)
 
-    def take(self, row: Row[Any]) -> LoadedEvent:
+    def take(self, row: ClaimedRow) -> LoadedEvent:
         """The claimed row with its payload, read now if it was not read yet (alone, if
         the event was not expected)."""
         if row.id not in self._read:

@@ -9,7 +9,7 @@ from redis import Redis
 from rq import Queue
 from sqlalchemy import text
 
-from hooklatch.workers.relay.sinks import SERIALIZER
+from hooklatch.jobs import SERIALIZER
 from tests.support.database import count
 from tests.support.pipeline import make_endpoint, wait_drained, wait_for
 from tests.support.processes import hooklatch_cmd, process_env, start_gunicorn

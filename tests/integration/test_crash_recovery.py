@@ -9,7 +9,7 @@ import pytest
 from redis import Redis
 from rq import Queue
 
-from hooklatch.workers.relay.sinks import SERIALIZER
+from hooklatch.jobs import SERIALIZER
 from tests.support.database import count, load_event
 from tests.support.effects import effect_rows
 from tests.support.pipeline import deliver, make_endpoint, wait_for

@@ -18,7 +18,7 @@ from redis import Redis
 from rq import Queue
 from rq.job import Job, JobStatus
 
-from hooklatch.workers.relay.sinks import SERIALIZER
+from hooklatch.jobs import SERIALIZER
 from tests.support.database import count
 from tests.support.effects import effects
 from tests.support.pipeline import deliver, make_endpoint, wait_for

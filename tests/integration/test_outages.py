@@ -12,7 +12,7 @@ import requests
 from rq import Queue
 
 from hooklatch import create_app
-from hooklatch.workers.relay.sinks import SERIALIZER
+from hooklatch.jobs import SERIALIZER
 from tests.support.database import count
 from tests.support.pipeline import make_endpoint, wait_drained, wait_for
 from tests.support.processes import (

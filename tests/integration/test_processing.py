@@ -107,13 +107,9 @@ def test_an_event_locked_by_another_worker_is_skipped_not_run_twice(client, runt
 
 def process_one(session, runtime, event_id) -> str:
     """What a worker's chunk makes of one event, in the caller's transaction."""
-    from collections import Counter
-
     from hooklatch.workers.worker.processing import process_chunk
 
-    counts: Counter[str] = Counter()
-    process_chunk(session, runtime, [event_id], counts)
-    [outcome] = counts
+    [outcome] = process_chunk(session, runtime, [event_id]).outcomes
     return outcome
 
 

@@ -4,7 +4,7 @@ import threading
 
 from rq.job import Job, JobStatus
 
-from hooklatch.workers.worker.lease import job_lease
+from hooklatch.workers.lease import job_lease
 from tests.support.database import count
 from tests.support.relay import WAITING, clocked, ingest, jobs_of, one_job, relay_for, second_sweep
 

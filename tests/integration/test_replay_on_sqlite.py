@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
+from hooklatch.embedded.sinks import InlineSink
 from hooklatch.events import bulk_replays
 from hooklatch.workers.relay.loop import Relay
-from hooklatch.workers.relay.sinks import InlineSink
 from tests.support.bulk_replays import start_bulk_replay, step
 from tests.support.database import sqlite_settings
 from tests.support.pipeline import make_dead, make_endpoint, runs_of

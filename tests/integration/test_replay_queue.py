@@ -13,7 +13,7 @@ from rq import Queue, SimpleWorker
 from sqlalchemy import text
 
 from hooklatch.events import bulk_replays
-from hooklatch.workers.relay.sinks import SERIALIZER
+from hooklatch.jobs import SERIALIZER
 from hooklatch.workers.worker import jobs
 from tests.support.bulk_replays import start_bulk_replay, step
 from tests.support.cli import run_cli

@@ -5,7 +5,6 @@ console and the CLI. Each would otherwise run the handlers a second time."""
 from __future__ import annotations
 
 import html
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -158,7 +157,7 @@ def test_a_replay_asked_for_before_a_provider_retry_rearms_the_event_runs_its_ha
     assert deliver(client, endpoint, "evt_replayed_then_rearmed") == event_id  # re-armed
     assert load_event(runtime, event_id).status == "pending"
     with runtime.session_factory.begin() as session:  # the live attempt runs first
-        process_chunk(session, runtime, [event_id], Counter())
+        process_chunk(session, runtime, [event_id])
     drain(runtime)
     runs = effect_rows(runtime, "evt_replayed_then_rearmed")
     assert [row.is_replay for row in runs] == [False]  # the retry's (a failed run writes nothing)

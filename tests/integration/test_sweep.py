@@ -3,8 +3,8 @@ queue and never started, started without a lease, missing from Redis, and how it
 
 from rq.job import Job, JobStatus
 
+from hooklatch.workers.lease import job_lease
 from hooklatch.workers.relay.sinks import SUSPECT_PREFIX
-from hooklatch.workers.worker.lease import job_lease
 from tests.support.database import count
 from tests.support.relay import WAITING, clocked, ingest, jobs_of, one_job, relay_for, second_sweep
 

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from bench.procs import memory_mib
 from hooklatch.events.models import Event, Replay
 from hooklatch.events.replay import request_replay
-from hooklatch.workers.relay.sinks import SERIALIZER
+from hooklatch.jobs import SERIALIZER
 from tests.support.pipeline import configure_ordering, drain, make_endpoint, wait_for
 from tests.support.processes import (
     hooklatch_cmd,

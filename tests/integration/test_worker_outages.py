@@ -102,7 +102,7 @@ def test_sigterm_stops_a_worker_whose_redis_has_just_gone(procs, proc_settings, 
     worker.stops_on_sigterm(timeout=10)
 
 
-@pytest.mark.parametrize("worker_class", ["Worker", "SimpleWorker"])
+@pytest.mark.parametrize("worker_class", ["ForkingHooklatchWorker", "SimpleHooklatchWorker"])
 def test_a_stop_taken_while_redis_is_away_ends_the_retries(procs, tmp_path, worker_class):
     """RQ's signal handler raises StopRequested wherever the worker is. Raised inside the
     log call of one of RQ's reconnect retries, logging swallows it and RQ retries for
@@ -110,15 +110,14 @@ def test_a_stop_taken_while_redis_is_away_ends_the_retries(procs, tmp_path, work
     import threading
     from datetime import UTC, datetime
 
-    import rq
     from redis import Redis
     from rq.exceptions import StopRequested
 
-    from hooklatch.workers.worker.main import stoppable
+    from hooklatch.workers.worker import rq_workers
 
     port = free_port()
     redis = start_redis(procs, port, tmp_path)
-    worker = stoppable(getattr(rq, worker_class))(["q"], connection=Redis("127.0.0.1", port))
+    worker = getattr(rq_workers, worker_class)(["q"], connection=Redis("127.0.0.1", port))
     outcome = []
 
     def dequeue():

@@ -7,9 +7,9 @@ import signal
 import sys
 
 from hooklatch.assembly import build_runtime
+from hooklatch.embedded.sinks import make_sink
 from hooklatch.settings import Settings
 from hooklatch.workers.relay.loop import Relay
-from hooklatch.workers.relay.sinks import make_sink
 from hooklatch.workers.signals import stop_on_signals
 
 
@@ -19,8 +19,8 @@ def main() -> None:
     sink = make_sink(runtime)
     push = sink.push
 
-    def push_then_signal(batches):
-        push(batches)
+    def push_then_signal(handoffs):
+        push(handoffs)
         os.kill(os.getpid(), how)
 
     sink.push = push_then_signal  # type: ignore[method-assign]  # the crash under test

@@ -11,12 +11,11 @@ HOOKLATCH_TEST_DIE_AT names the point, in the work horse:
 import os
 import signal
 
-from rq import SimpleWorker
-
 from hooklatch import logs
 from hooklatch.assembly import build_runtime
 from hooklatch.settings import Settings
 from hooklatch.workers.worker.main import run_worker
+from hooklatch.workers.worker.rq_workers import SimpleHooklatchWorker
 
 DIE_AT = os.environ["HOOKLATCH_TEST_DIE_AT"]
 
@@ -27,7 +26,7 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-class DyingWorker(SimpleWorker):
+class DyingWorker(SimpleHooklatchWorker):
     def execute_job(self, job, queue):
         if DIE_AT == "after_dequeue":
             die()

@@ -6,16 +6,16 @@ import os
 from pathlib import Path
 
 from redis.exceptions import ConnectionError as RedisConnectionError
-from rq import SimpleWorker
 
 from hooklatch.assembly import build_runtime
 from hooklatch.settings import Settings
 from hooklatch.workers.worker.main import run_worker
+from hooklatch.workers.worker.rq_workers import SimpleHooklatchWorker
 
 BLIPPED = Path(os.environ["HOOKLATCH_TEST_BLIPPED"])
 
 
-class BlippingWorker(SimpleWorker):
+class BlippingWorker(SimpleHooklatchWorker):
     def run_maintenance_tasks(self):
         if not BLIPPED.exists():
             BLIPPED.touch()

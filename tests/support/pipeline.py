@@ -14,9 +14,10 @@ from sqlalchemy import delete, update
 
 from hooklatch.endpoints.service import create_endpoint
 from hooklatch.events.models import DEAD, Event, OutboxEntry
+from hooklatch.jobs import SERIALIZER
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.loop import Relay
-from hooklatch.workers.relay.sinks import SERIALIZER, RQSink
+from hooklatch.workers.relay.sinks import RQSink
 from hooklatch.workers.worker import jobs
 from tests.support.database import count
 from tests.support.signing import stripe_event, stripe_headers

@@ -8,8 +8,9 @@ from redis import Redis
 from rq import Queue
 
 from hooklatch.db import utcnow
+from hooklatch.jobs import SERIALIZER
 from hooklatch.workers.relay.loop import Relay
-from hooklatch.workers.relay.sinks import SERIALIZER, RQSink
+from hooklatch.workers.relay.sinks import RQSink
 from tests.support.pipeline import make_endpoint
 from tests.support.signing import stripe_event, stripe_headers
 

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 from hooklatch.db import reconnect_delay
-from hooklatch.workers.worker.processing import backoff, idempotency_key
+from hooklatch.workers.worker.attempts import backoff, idempotency_key
 
 
 def test_the_wait_never_exceeds_the_maximum_however_many_attempts():

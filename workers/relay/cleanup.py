@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
 
+from hooklatch.jsontypes import JSONObject
 from hooklatch.metrics import (
     CLEANUP_BATCH_SECONDS,
     CLEANUP_OLDEST_EXPIRED_SECONDS,
@@ -32,7 +32,7 @@ class Cleanup:
         self.interval = runtime.settings.cleanup_interval_seconds
         self.last: CleanupPass | None = None
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JSONObject:
         """For the relay's heartbeat: what the last pass did."""
         return {"cleanup": self.last.as_dict()} if self.last else {}
 

@@ -20,9 +20,10 @@ from sqlalchemy.orm import Session
 
 from hooklatch.db import reconnect_delay
 from hooklatch.events.models import OutboxEntry
+from hooklatch.jobs import Handoff
 from hooklatch.logs import one_line
 from hooklatch.runtime import Runtime
-from hooklatch.workers.relay.sinks import Batch, Sink
+from hooklatch.workers.relay.sinks import Sink
 from hooklatch.workers.relay.sweep import Sweep
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class Relay:
         self.sweep = Sweep(runtime, sink)
 
     def relay_once(self) -> int:
-        """Hand one batch of waiting outbox rows to jobs. Returns how many rows were moved.
+        """Hand a pass's waiting outbox rows to jobs. Returns how many rows were moved.
 
         The rows are marked with their job id only after the push succeeded, in the same
         transaction: if the relay dies in between, they are still waiting and are pushed
@@ -70,10 +71,10 @@ class Relay:
                 rows += self._waiting_rows(session, OutboxEntry.replay_id.is_not(None))
             if not rows:
                 return 0
-            batches = self._batches(rows)
-            self.sink.push(batches)
-            self._mark(session, rows, batches)
-        self.sink.after_commit(batches)
+            handoffs = self._handoffs(rows)
+            self.sink.push(handoffs)
+            self._mark(session, rows, handoffs)
+        self.sink.after_commit(handoffs)
         return len(rows)
 
     def _waiting_rows(self, session: Session, which: ColumnElement[bool]) -> list[WaitingRow]:
@@ -95,29 +96,29 @@ class Relay:
             ).all()
         )
 
-    def _batches(self, rows: Sequence[WaitingRow]) -> list[Batch]:
+    def _handoffs(self, rows: Sequence[WaitingRow]) -> list[Handoff]:
         """Events in jobs of up to ``job_size``, replays in jobs of their own of up to as
         many. Work whose job was lost before goes out alone: if it is what kills the
-        process, it no longer takes a whole batch down with it."""
+        process, it no longer takes a whole job's work down with it."""
         size = self.settings.job_size
         events = list(dict.fromkeys(r.event_id for r in rows if r.replay_id is None))
         replays = list(dict.fromkeys(r.replay_id for r in rows if r.replay_id is not None))
         alone = {r.event_id for r in rows if r.replay_id is None and r.lost_dispatches}
         alone_replays = {r.replay_id for r in rows if r.replay_id is not None and r.lost_dispatches}
-        batches = [
-            Batch(event_ids=ids) for ids in chunk([i for i in events if i not in alone], size)
+        handoffs = [
+            Handoff(event_ids=ids) for ids in chunk([i for i in events if i not in alone], size)
         ]
-        batches += [Batch(event_ids=[i]) for i in events if i in alone]
+        handoffs += [Handoff(event_ids=[i]) for i in events if i in alone]
         shared = [i for i in replays if i not in alone_replays]
-        batches += [Batch(replay_ids=ids) for ids in chunk(shared, size)]
-        batches += [Batch(replay_ids=[i]) for i in replays if i in alone_replays]
-        return batches
+        handoffs += [Handoff(replay_ids=ids) for ids in chunk(shared, size)]
+        handoffs += [Handoff(replay_ids=[i]) for i in replays if i in alone_replays]
+        return handoffs
 
-    def _mark(self, session: Session, rows: Sequence[WaitingRow], batches: list[Batch]) -> None:
+    def _mark(self, session: Session, rows: Sequence[WaitingRow], handoffs: list[Handoff]) -> None:
         """Each row gets the job it was pushed in."""
         now = self.runtime.clock()
-        for batch in batches:
-            events, replays = set(batch.event_ids), set(batch.replay_ids)
+        for handoff in handoffs:
+            events, replays = set(handoff.event_ids), set(handoff.replay_ids)
             ids = [
                 r.id
                 for r in rows
@@ -126,7 +127,7 @@ class Relay:
             session.execute(
                 update(OutboxEntry)
                 .where(OutboxEntry.id.in_(ids))
-                .values(job_id=batch.job_id, dispatched_at=now)
+                .values(job_id=handoff.job_id, dispatched_at=now)
             )
 
     def sweep_once(self) -> int:

@@ -1,4 +1,5 @@
-"""`hooklatch relay`: the relay loop until SIGTERM or SIGINT."""
+"""`hooklatch relay`: the relay loop until SIGTERM or SIGINT, handing work to ``sink``
+(which the command chooses: ``hooklatch.embedded.sinks.make_sink``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.batches import BatchRunner
 from hooklatch.workers.relay.cleanup import Cleanup
 from hooklatch.workers.relay.loop import Relay
-from hooklatch.workers.relay.sinks import make_sink
+from hooklatch.workers.relay.sinks import Sink
 from hooklatch.workers.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
@@ -21,7 +22,7 @@ log = logging.getLogger(__name__)
 STOP_SECONDS = 10.0
 
 
-def run_relay(runtime: Runtime) -> None:
+def run_relay(runtime: Runtime, sink: Sink) -> None:
     stop = stop_on_signals("relay")
     serve_metrics(
         runtime.settings.relay_metrics_port,
@@ -34,7 +35,7 @@ def run_relay(runtime: Runtime) -> None:
     replaying = BatchRunner(runtime).start(stop)
     beating = start_heartbeat(runtime, "relay", stop, cleanup.state)
     log.info("relay started")
-    Relay(runtime, make_sink(runtime)).run(stop)
+    Relay(runtime, sink).run(stop)
     # Cleanup stops between two batches (each one short transaction), a bulk replay
     # between two steps, and the heartbeat deletes its row. All within one bound, well
     # inside an orchestrator's grace: a transaction still running past it rolls back

@@ -1,33 +1,27 @@
-"""Where the relay hands work: RQ (production) or this process (the embedded default)."""
+"""Where the relay hands work: what a sink does, and RQ's queues (production).
+
+The other sink, which runs the jobs in the relay's own thread when there is no Redis, is
+the embedded default's (``hooklatch.embedded.sinks``): the relay never runs a job itself.
+"""
 
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from redis import Redis
 from rq import Queue
 from rq.job import Job, JobStatus
-from rq.queue import EnqueueData
 from rq.registry import StartedJobRegistry
-from rq.serializers import JSONSerializer
 from rq.utils import as_text
 
 from hooklatch.db import is_postgres
+from hooklatch.jobs import SERIALIZER, Handoff, enqueue_data, queue_name, queue_names
 from hooklatch.runtime import Runtime
-from hooklatch.workers.worker.jobs import process_events, process_replays
-from hooklatch.workers.worker.lease import leases_held
+from hooklatch.workers.lease import leases_held
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Batch:
-    event_ids: list[int] = field(default_factory=list)
-    replay_ids: list[int] = field(default_factory=list)
-    job_id: str = ""
 
 
 @dataclass
@@ -51,21 +45,17 @@ class Waiting:
 
 
 class Sink(Protocol):
-    def push(self, batches: list[Batch]) -> None:
-        """Hand the batches over and set each one's job_id; raise if that failed. A batch
-        of replays goes to the replay queue, one of events to the live queue."""
+    def push(self, handoffs: list[Handoff]) -> None:
+        """Hand each one over and set its job_id; raise if that failed. Replays go to the
+        replay queue, events to the live queue."""
 
-    def after_commit(self, batches: list[Batch]) -> None: ...
+    def after_commit(self, handoffs: list[Handoff]) -> None: ...
 
     def check(self, job_ids: list[str]) -> Verdicts: ...
 
     def waiting(self) -> Waiting: ...
 
 
-JOB_FUNCTION = "hooklatch.workers.worker.jobs.process_batch"
-# A job's arguments are lists of ids: JSON carries them, so no worker ever unpickles what
-# it finds in Redis (RQ's default, pickle, runs code when it loads a job).
-SERIALIZER = JSONSerializer
 # Redis keys: when a sweep first saw a job taken off its queue but not started, or
 # started without its lease. They outlive two sweep intervals (at least an hour), then
 # expire.
@@ -77,26 +67,34 @@ class RQSink:
     def __init__(self, runtime: Runtime, redis: Redis) -> None:
         self.runtime = runtime
         self.redis = redis
-        settings = runtime.settings
-        self.queue = Queue(settings.queue_name, connection=redis, serializer=SERIALIZER)
-        # Workers read it after the live queue: a replay never holds up a live event's job.
-        self.replay_queue = Queue(
-            settings.replay_queue_name, connection=redis, serializer=SERIALIZER
+        # Workers read the replay queue after the live one: a replay never holds up a live
+        # event's job.
+        self.queue, self.replay_queue = (
+            Queue(name, connection=redis, serializer=SERIALIZER)
+            for name in queue_names(runtime.settings)
         )
         self._lpos: bool | None = None
 
-    def push(self, batches: list[Batch]) -> None:
+    @classmethod
+    def connect(cls, runtime: Runtime, redis_url: str) -> RQSink:
+        # A hung Redis must not hold the relay's transaction (and the outbox rows a worker
+        # waits for) forever: time out, and the pass is retried.
+        redis = Redis.from_url(redis_url, socket_timeout=10, socket_connect_timeout=5)
+        return cls(runtime, redis)
+
+    def push(self, handoffs: list[Handoff]) -> None:
         """Both queues' jobs in one pipeline (one round trip)."""
+        settings = self.runtime.settings
         with self.redis.pipeline() as pipeline:
             for queue in (self.queue, self.replay_queue):
-                mine = [b for b in batches if bool(b.replay_ids) == (queue is self.replay_queue)]
+                mine = [h for h in handoffs if queue_name(settings, h) == queue.name]
                 if mine:
-                    jobs = queue.enqueue_many([_job_data(b) for b in mine], pipeline=pipeline)
-                    for batch, job in zip(mine, jobs, strict=True):
-                        batch.job_id = job.id
+                    jobs = queue.enqueue_many([enqueue_data(h) for h in mine], pipeline=pipeline)
+                    for handoff, job in zip(mine, jobs, strict=True):
+                        handoff.job_id = job.id
             pipeline.execute()
 
-    def after_commit(self, batches: list[Batch]) -> None:
+    def after_commit(self, handoffs: list[Handoff]) -> None:
         pass
 
     def waiting(self) -> Waiting:
@@ -203,50 +201,7 @@ class RQSink:
             self.redis.delete(*(self._mark(STARTED, j) for j in job_ids))
 
 
-def _job_data(batch: Batch) -> EnqueueData:
-    return Queue.prepare_data(
-        JOB_FUNCTION,
-        args=(batch.event_ids, batch.replay_ids),
-        timeout=max(600, 30 * len(batch.event_ids) + 30 * len(batch.replay_ids)),
-        result_ttl=3600,
-        failure_ttl=7 * 24 * 3600,
-    )
-
-
 def _process_died(job: Job) -> bool:
     """RQ's words for a work horse killed under a job, or a job that ran out of time."""
     text = job.exc_info or ""
     return "Work-horse terminated unexpectedly" in text or "JobTimeoutException" in text
-
-
-class InlineSink:
-    """Runs the batches in this process after the outbox commit (no Redis)."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-
-    def push(self, batches: list[Batch]) -> None:
-        for batch in batches:
-            batch.job_id = f"inline-{uuid.uuid4()}"
-
-    def after_commit(self, batches: list[Batch]) -> None:
-        for batch in batches:
-            process_events(self.runtime, batch.event_ids, job_id=batch.job_id)
-            process_replays(self.runtime, batch.replay_ids, job_id=batch.job_id)
-
-    def check(self, job_ids: list[str]) -> Verdicts:
-        # Work runs synchronously between passes: a row still handed out afterwards was
-        # left by a pass that failed, and goes out again.
-        return Verdicts()
-
-    def waiting(self) -> Waiting:
-        return Waiting()  # each pass's work has run before the next pass
-
-
-def make_sink(runtime: Runtime) -> RQSink | InlineSink:
-    if runtime.settings.redis_url is None:
-        return InlineSink(runtime)
-    # A hung Redis must not hold the relay's transaction (and the outbox rows a worker
-    # waits for) forever: time out, and the pass is retried.
-    redis = Redis.from_url(runtime.settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
-    return RQSink(runtime, redis)

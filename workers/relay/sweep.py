@@ -12,9 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
-from sqlalchemy import delete, exists, func, insert, literal, select, tuple_, update
+from sqlalchemy import Row, delete, exists, func, insert, literal, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from hooklatch.db import UTCDateTime
@@ -26,6 +25,9 @@ from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.sinks import Sink, Verdicts
 
 log = logging.getLogger(__name__)
+
+# An outbox row whose job died too many times: id, event_id, replay_id.
+HopelessRow = Row[int, int, int | None]
 
 # Lost-job candidates examined per sweep, oldest first; the next sweep goes on after the
 # last one, and starts again from the oldest once a page comes back short.
@@ -71,7 +73,7 @@ class Sweep:
             moved = 0
             for jobs, count in ((killed, 1), ([j for j in lost if j not in died], 0)):
                 if jobs:
-                    result: Any = session.execute(
+                    result = session.execute(
                         update(OutboxEntry)
                         .where(OutboxEntry.job_id.in_(jobs))
                         .values(
@@ -107,7 +109,7 @@ class Sweep:
         self._suspects = verdicts.suspects
         return verdicts, job_ids
 
-    def _give_up(self, session: Session, rows: Sequence[Any]) -> None:
+    def _give_up(self, session: Session, rows: Sequence[HopelessRow]) -> None:
         """Each of these jobs died without recording anything, too many times. An event a
         worker holds right now keeps its row, and its count, until a later sweep."""
         now = self.runtime.clock()

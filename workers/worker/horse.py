@@ -48,8 +48,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from rq.job import Job, JobStatus
 
+from hooklatch.jobs import SERIALIZER
 from hooklatch.operations.heartbeats import BEATING
-from hooklatch.workers.relay.sinks import SERIALIZER
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +88,9 @@ class Outcome:
     error: str = ""
 
 
-class Horse:
-    """Forks horses one after the other, each running ``work`` to its end."""
+class HorseForker:
+    """Forks horses one after the other, each running ``work`` to its end, and watches
+    each one: a stop passed on, a job that overran its timeout, a horse that died."""
 
     def __init__(self, redis_url: str, stopping: threading.Event, stop_seconds: float) -> None:
         # Only to record a job cut short: a Redis that does not answer at once is left

@@ -1,6 +1,7 @@
-"""The job: process a batch of events and replays, a transaction at a time.
+"""The job: run the events or replays a relay handed over, a transaction at a time.
 
-``process_batch`` is what the relay enqueues; ``process_events`` and
+``process_batch`` is the function the relay's jobs name (``hooklatch.jobs``, whose
+``JOB_FUNCTION`` keeps its path for the jobs already queued); ``process_events`` and
 ``process_replays`` are the job's body, which the embedded dispatcher runs in the web
 process too. They own the transactions; what runs inside them is in
 ``processing`` and ``replays``.
@@ -13,7 +14,6 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import datetime
 
 from redis.exceptions import RedisError
 from rq import Queue, get_current_job
@@ -24,10 +24,12 @@ from sqlalchemy.orm import configure_mappers
 from hooklatch.events.activity import count_attempts
 from hooklatch.events.models import OutboxEntry
 from hooklatch.logs import bind
-from hooklatch.metrics import REPLAYS, EventTally, best_effort
+from hooklatch.metrics import REPLAYS, best_effort
 from hooklatch.runtime import Runtime
-from hooklatch.workers.worker.keyed import Drain, look_again
-from hooklatch.workers.worker.lease import job_lease
+from hooklatch.workers.lease import job_lease
+from hooklatch.workers.worker.attempts import Activity
+from hooklatch.workers.worker.chunk import Drain
+from hooklatch.workers.worker.keyed import look_again
 from hooklatch.workers.worker.processing import process_chunk, release_outbox_rows
 from hooklatch.workers.worker.replays import process_replay, release_replay_rows
 
@@ -79,6 +81,7 @@ def _runtime() -> Runtime:
 
 
 def process_batch(event_ids: list[int], replay_ids: list[int] | None = None) -> dict[str, int]:
+    """The job: its arguments are a handoff's (``hooklatch.jobs.Handoff.arguments``)."""
     runtime = _runtime()
     job = get_current_job()
     job_id = job.id if job else None
@@ -118,12 +121,8 @@ def process_events(
     alone: list[int] = []  # events whose shared transaction could not commit
     while remaining or alone:
         if _State.stopping.is_set():
-            _hand_back(runtime, [*alone, *remaining], job_id, OutboxEntry.replay_id.is_(None))
-            # Events of held keys carried from other jobs: their rows, whichever job had
-            # them, go back too (a job that still runs one finds it claimed).
             carried = [i for i in remaining if i not in drain.own]
-            if carried:
-                _hand_back(runtime, carried, job_id, OutboxEntry.replay_id.is_(None), whoever=True)
+            _hand_back_events(runtime, job_id, [*alone, *remaining], carried=carried)
             break
         if alone:
             chunk, alone = alone[:1], alone[1:]
@@ -158,20 +157,17 @@ def _transaction(
     runtime: Runtime, chunk: list[int], job_id: str | None, drain: Drain
 ) -> tuple[list[int], Counter[str]]:
     """One chunk in one transaction: the ids claimed but left for later, and outcomes."""
-    outcomes: Counter[str] = Counter()
-    tally = EventTally()
-    seen: list[tuple[str, str, datetime]] = []
     with runtime.session_factory.begin() as session:
-        done, left = process_chunk(session, runtime, chunk, outcomes, tally, seen, drain)
-        if job_id is not None and done:
-            release_outbox_rows(session, done, job_id)
+        result = process_chunk(session, runtime, chunk, drain=drain)
+        if job_id is not None and result.done:
+            release_outbox_rows(session, result.done, job_id)
     # Committed: a chunk rolled back runs again and is counted then.
-    tally.record()
-    count_activity(runtime, seen)
-    return left, outcomes
+    result.tally.record()
+    count_activity(runtime, result.activity)
+    return result.left, result.outcomes
 
 
-def count_activity(runtime: Runtime, seen: list[tuple[str, str, datetime]]) -> None:
+def count_activity(runtime: Runtime, seen: list[Activity]) -> None:
     """The console's hourly counts of a committed chunk, in a transaction of their own,
     so that workers never wait for each other on the counter rows while a chunk is
     open. Best effort: a failure to count is logged once and never fails the chunk."""
@@ -197,19 +193,20 @@ def process_replays(
     replay_ids = list(dict.fromkeys(replay_ids))
     for position, replay_id in enumerate(replay_ids):
         if _State.stopping.is_set():
-            _hand_back(runtime, [], job_id, OutboxEntry.replay_id.in_(replay_ids[position:]))
+            _hand_back_replays(runtime, job_id, replay_ids[position:])
             break
         if position and live_waiting is not None and live_waiting():
             rest = replay_ids[position:]
-            _hand_back(runtime, [], job_id, OutboxEntry.replay_id.in_(rest), why="live work waits")
+            _hand_back_replays(runtime, job_id, rest, why="live work waits")
             counts["replay_handed_back"] += len(rest)
             break
-        held = Drain(remaining=0)  # a key it held: its waiting events go to the relay
         with runtime.session_factory.begin() as session:
-            outcome = process_replay(session, runtime, replay_id, held.emptied) or "skipped"
+            replayed = process_replay(session, runtime, replay_id)
             if job_id is not None:
                 release_replay_rows(session, replay_id, job_id)
-        look_again(runtime, held)
+        if replayed.held is not None:  # a key it held: its waiting events go to the relay
+            look_again(runtime, Drain(remaining=0, emptied=[replayed.held]))
+        outcome = replayed.outcome or "skipped"
         counts[f"replay_{outcome}"] += 1
         if outcome != "skipped":  # committed: counted once
             with best_effort():
@@ -217,23 +214,32 @@ def process_replays(
     return counts
 
 
-def _hand_back(
-    runtime: Runtime,
-    event_ids: list[int],
-    job_id: str | None,
-    which: ColumnElement[bool],
-    *,
-    whoever: bool = False,
-    why: str = "stopping",
+def _hand_back_events(
+    runtime: Runtime, job_id: str | None, event_ids: list[int], *, carried: list[int]
 ) -> None:
-    """Give this job's rows for work it will not start back to the relay, which hands them
-    out again at its next pass (not counted as a lost dispatch: nothing was started).
-    With ``whoever``, these events' rows whichever job they were handed to."""
-    if (job_id is None and not whoever) or (whoever and not event_ids):
-        return
-    rows = which if whoever else and_(OutboxEntry.job_id == job_id, which)
-    if event_ids:
-        rows = and_(rows, OutboxEntry.event_id.in_(event_ids))
+    """A stopping job's events it will not start: its rows for them go back to the relay.
+    So do the rows of events of held keys it carried from other jobs (``carried``),
+    whichever job had them: a job that still runs one finds it claimed."""
+    live = OutboxEntry.replay_id.is_(None)
+    if job_id is not None:
+        mine = and_(OutboxEntry.job_id == job_id, live, OutboxEntry.event_id.in_(event_ids))
+        _hand_back(runtime, mine)
+    if carried:
+        _hand_back(runtime, and_(live, OutboxEntry.event_id.in_(carried)))
+
+
+def _hand_back_replays(
+    runtime: Runtime, job_id: str | None, replay_ids: list[int], *, why: str = "stopping"
+) -> None:
+    """The job's rows for replays it will not start go back to the relay."""
+    if job_id is not None:
+        mine = and_(OutboxEntry.job_id == job_id, OutboxEntry.replay_id.in_(replay_ids))
+        _hand_back(runtime, mine, why=why)
+
+
+def _hand_back(runtime: Runtime, rows: ColumnElement[bool], *, why: str = "stopping") -> None:
+    """Give these outbox rows back to the relay, which hands them out again at its next
+    pass (not counted as a lost dispatch: nothing was started)."""
     with runtime.session_factory.begin() as session:
         handed = session.execute(
             update(OutboxEntry).where(rows).values(job_id=None, dispatched_at=None)

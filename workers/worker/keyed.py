@@ -1,6 +1,6 @@
 """Running the keyed events of a chunk: each key under its lock, in its order.
 
-A chunk's unkeyed events are claimed by their row locks alone (``processing``); the rest
+A chunk's unkeyed events are claimed by their row locks alone (``chunk.claim``); the rest
 come here. For each key the transaction takes the key's lock or leaves the key's events
 alone; with it, the key runs from its first pending event in (ordering_position, id)
 order, whichever job brought each event, so a busy key moves at the speed of its handler:
@@ -10,41 +10,53 @@ the next event is claimed in the transaction that finished the one before
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Protocol
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hooklatch.endpoints.ordering import NONE, PARK
-from hooklatch.events.models import DEAD, PENDING, Event
-from hooklatch.events.payloads import Payloads, claim_columns, payload_size
+from hooklatch.events.models import DEAD, PENDING
 from hooklatch.ordering import claims
 from hooklatch.ordering.claims import KeyRef, Policy
 from hooklatch.runtime import Runtime
+from hooklatch.workers.worker.chunk import ChunkRun, Claimed, Drain, EventState, claim
 
 # A key's events read and locked at once: about what a transaction runs of a handler
 # taking a few milliseconds. A transaction with time left reads the next ones.
 EVENTS_PER_READ = 50
 
+# Why a key's run stopped before its last pending event (none: it ran dry).
+TIME = "time"  # the transaction has run long enough, or the job its share of others' events
+WAITS = "waits"  # fifo: an event not due, failed and retried later, or dead and parking
+PARKED = "parked"  # fifo: a dead event parks the key
+SKIP = "skip"  # serial: an event not due is passed over (its retry comes from the sweep)
 
-@dataclass
-class Drain:
-    """How many events a job may run beyond those it was given (``own``), from keys it
-    holds: a key that never empties must not keep one job for ever. Every event run that
-    is not the job's own counts, also one the job carried into its next transaction
-    itself. Past it, the job hands the key's next event to the relay (``claims.wake``)."""
 
-    remaining: int = 1000
-    own: frozenset[int] = frozenset()
-    # Keys the job's last transaction ran dry and let go at its commit: the job looks at
-    # them again then (``look_again``), for events whose own jobs found the key held
-    # meanwhile and left them to its holder.
-    emptied: list[KeyRef] = field(default_factory=list)
+class KeyRow(Claimed, Protocol):
+    """A key's next event as ``claims.next_events`` reads it."""
+
+    @property
+    def ordering_position(self) -> int: ...  # every keyed event has one (0 without a hold)
+    @property
+    def payload_size(self) -> int: ...
+    @property
+    def parked(self) -> bool: ...  # read under fifo only: whether a dead event parks the key
+
+
+@dataclass(frozen=True)
+class KeySettled:
+    """What a key's run settled of the job's events of that key (``done``: their job's rows
+    can go), which of them the job's next transaction runs (``again``), the events it ran
+    from any job, and whether the key's next event goes back to the relay (``wake``)."""
+
+    done: list[int]
+    again: list[int] = field(default_factory=list)
+    ran: list[int] = field(default_factory=list)
+    wake: bool = False
 
 
 @dataclass
@@ -53,46 +65,38 @@ class KeyedResult:
     left: list[int] = field(default_factory=list)  # for the job's next transaction
     # The next event of each key stopped for time: left too, after the others.
     again: list[int] = field(default_factory=list)
-    ran: list[int] = field(default_factory=list)  # run here, from any job
+    ran: list[int] = field(default_factory=list)  # run under their key's lock, from any job
     # Keys whose next event goes back to the relay once this transaction's writes are in.
     wake: list[KeyRef] = field(default_factory=list)
 
+    def add(self, ref: KeyRef, settled: KeySettled) -> None:
+        self.done += settled.done
+        self.again += settled.again
+        self.ran += settled.ran
+        if settled.wake:
+            self.wake.append(ref)
 
-Step = Callable[[Any], str]  # runs one claimed event, returns its status after
 
-
-def run_keyed(
-    session: Session,
-    runtime: Runtime,
-    event_ids: list[int],
-    states: dict[int, Any],
-    step: Step,
-    payloads: Payloads,
-    *,
-    deadline: float,
-    drain: Drain,
-    ran_before: bool = False,
-) -> KeyedResult:
+def run_keyed(run: ChunkRun, event_ids: list[int], states: Mapping[int, EventState]) -> KeyedResult:
     """Settle the chunk's events that the unkeyed claim did not take (``states``: each
     one's row from ``claims.chunk_states``). Each key's lock is taken just before the key
-    runs, so that keys this transaction has no time for stay free for other workers;
-    ``ran_before`` says the transaction has run events already. ``payloads`` is told
-    which events are to run, in their order, before ``step`` takes each one's payload."""
-    result = KeyedResult()
+    runs, so that keys this transaction has no time for stay free for other workers. The
+    payloads are told which events are to run, in their order, before each one runs."""
     candidates = [
         row
         for row in (states.get(i) for i in event_ids)
         if row is not None and row.status == PENDING and row.ordering_key is not None
     ]
     found = {row.id for row in candidates}
-    result.done += [i for i in event_ids if i not in found]  # processed, not ours, unkeyed
+    result = KeyedResult(done=[i for i in event_ids if i not in found])  # processed, unkeyed
     unordered = [row.id for row in candidates if row.ordering == NONE]
     if unordered:  # keyed while its endpoint ordered events, no longer
-        _run_unordered(session, runtime, unordered, step, payloads, result)
+        _run_unordered(run, unordered, states)
+        result.done += unordered
     by_key: dict[KeyRef, list[int]] = defaultdict(list)
     policies: dict[KeyRef, Policy] = {}
     for row in candidates:
-        if row.ordering != NONE:
+        if row.ordering != NONE and row.ordering_key is not None:
             ref = KeyRef(row.endpoint_id, row.ordering_key)
             by_key[ref].append(row.id)
             policies[ref] = claims.policy_of(row.ordering, row.ordering_dead)
@@ -101,130 +105,90 @@ def run_keyed(
     place = {event_id: n for n, event_id in enumerate(event_ids)}
     order = sorted(by_key, key=lambda ref: min(place[i] for i in by_key[ref]))
     # Most keys run the events the job brought: their payloads are read together.
-    payloads.expect(states[i] for ref in order for i in by_key[ref])
+    run.payloads.expect(states[i] for ref in order for i in by_key[ref])
     for ref in order:
         given = by_key[ref]
-        if (ran_before or result.ran) and time.monotonic() > deadline:
+        if run.ran and run.out_of_time():
             # Not started: the job's next transaction tries the key again, and until then
             # the key is free for another worker.
             result.left += given
             continue
-        if not claims.try_key_locks(session, [ref]):
+        if not claims.try_key_locks(run.session, [ref]):
             continue  # held elsewhere: its holder runs these, so their rows stay as they are
-        _run_key(
-            session,
-            runtime,
-            ref,
-            policies[ref],
-            given,
-            step,
-            payloads,
-            result,
-            deadline=deadline,
-            drain=drain,
-        )
-    claims.forget_rows(session, result.ran)
+        result.add(ref, _run_key(run, ref, policies[ref], given))
+    claims.forget_rows(run.session, result.ran)
     result.left += result.again
     return result
 
 
-def _run_unordered(
-    session: Session,
-    runtime: Runtime,
-    ids: list[int],
-    step: Step,
-    payloads: Payloads,
-    result: KeyedResult,
-) -> None:
-    claimed = session.execute(
-        select(*claim_columns(), payload_size())
-        .where(Event.id.in_(ids), Event.status == PENDING, Event.next_attempt_at <= runtime.clock())
-        .order_by(Event.id)
-        .with_for_update(skip_locked=True)
-    ).all()
-    payloads.expect(claimed)
-    for row in claimed:
-        step(row)
-    result.done += ids
+def _run_unordered(run: ChunkRun, event_ids: list[int], states: Mapping[int, EventState]) -> None:
+    claimed = claim(run.session, event_ids, run.runtime.clock())
+    run.payloads.expect(states[i] for i in claimed)
+    for row in claimed.values():
+        run.run(row)
 
 
-def _run_key(
-    session: Session,
-    runtime: Runtime,
-    ref: KeyRef,
-    policy: Policy,
-    given: list[int],
-    step: Step,
-    payloads: Payloads,
-    result: KeyedResult,
-    *,
-    deadline: float,
-    drain: Drain,
-) -> None:
-    """Run the key's events in order while they are due, reading them a few at a time.
-    Under fifo the first one that is not due (a retry waiting, a hold window) or that dies
-    under ``park`` stops the key: the rest wait, without outbox rows, for the key's next
-    run. Under serial a key only stops for time."""
-    ran: set[int] = set()
-    now = runtime.clock()
+def _run_key(run: ChunkRun, ref: KeyRef, policy: Policy, given: list[int]) -> KeySettled:
+    """Run the key's events in order while they are due. Under fifo the first one that is
+    not due (a retry waiting, a hold window) or that dies under ``park`` stops the key:
+    the rest wait, without outbox rows, for the key's next run. Under serial a key only
+    stops for time."""
+    now = run.runtime.clock()
+    ran, stop = _run_in_order(run, ref, policy, now)
+    if not stop:
+        run.drain.emptied.append(ref)
+    if stop != TIME:
+        return KeySettled(done=given, ran=ran)  # the key waits (fifo), or ran them
+    if run.drain.remaining <= 0:
+        # This job has run its share: the relay hands the key's next event out again.
+        return KeySettled(done=given, ran=ran, wake=True)
+    # The job goes on with this key in its next transaction.
+    again = [i for i in given if i not in ran] or _next_id(run.session, ref, set(ran), now)
+    return KeySettled(done=[i for i in given if i not in again], again=again, ran=ran)
+
+
+def _run_in_order(
+    run: ChunkRun, ref: KeyRef, policy: Policy, now: datetime
+) -> tuple[list[int], str]:
+    """The key's events run, reading them a few at a time, and why the run stopped."""
+    ran: list[int] = []
     after: tuple[int, int] | None = None
-    stop = ""  # why the key stopped: "time", "waits", or "" for none left (see _stop_before)
-    while not stop:
-        rows = claims.next_events(
-            session, ref, limit=EVENTS_PER_READ, after=after, fifo=policy.fifo
+    while True:
+        rows: Sequence[KeyRow] = claims.next_events(
+            run.session, ref, limit=EVENTS_PER_READ, after=after, fifo=policy.fifo
         )
         if policy.fifo and rows and rows[0].parked:
-            result.done += given  # they wait for the key's release, rowless
-            return
-        payloads.expect(rows)
+            return ran, PARKED  # the job's events wait for the key's release, rowless
+        run.payloads.expect(rows)
         for row in rows:
-            stop = _stop_before(row, policy, now, bool(ran), deadline, drain)
-            if stop == "skip":
-                stop = ""
+            stop = _stop_before(run, row, policy, now, ran_some=bool(ran))
+            if stop == SKIP:
                 continue
             if stop:
-                break
-            if row.id not in drain.own:
-                drain.remaining -= 1
-            status = step(row)
-            ran.add(row.id)
-            result.ran.append(row.id)
+                return ran, stop
+            run.drain.spend(row.id)
+            status = run.run(row)
+            ran.append(row.id)
             if policy.fifo and status == DEAD and policy.dead == PARK:
-                claims.park(session, ref, row.id, now=runtime.clock())
-                stop = "waits"
-            elif policy.fifo and status == PENDING:  # failed, retried later: the key waits
-                stop = "waits"
-            if stop:
-                break
+                claims.park(run.session, ref, row.id, now=run.runtime.clock())
+                return ran, WAITS
+            if policy.fifo and status == PENDING:  # failed, retried later: the key waits
+                return ran, WAITS
         if len(rows) < EVENTS_PER_READ:
-            break
+            return ran, ""
         after = (rows[-1].ordering_position, rows[-1].id)
-    if not stop:
-        drain.emptied.append(ref)
-    if stop != "time":
-        result.done += given  # the key waits (fifo), or ran them (or they are not due)
-        return
-    unrun = [i for i in given if i not in ran]
-    if drain.remaining > 0:
-        # The job goes on with this key in its next transaction.
-        result.again += unrun or _next_id(session, ref, ran, now)
-    else:
-        # This job has run its share: the relay hands the key's next event out again.
-        result.wake.append(ref)
-    result.done += [i for i in given if i not in result.again]
 
 
 def _stop_before(
-    row: Any, policy: Policy, now: datetime, ran_some: bool, deadline: float, drain: Drain
+    run: ChunkRun, row: KeyRow, policy: Policy, now: datetime, *, ran_some: bool
 ) -> str:
-    """Whether the key stops before this event: "waits" (fifo, not due), "skip" (serial,
-    not due: its retry comes from the sweep), "time" (the transaction has run long
-    enough, or the job its share of events it was not given), or ""."""
+    """Whether the key stops before this event: WAITS (fifo, not due), SKIP (serial, not
+    due), TIME (the transaction has run long enough, or the job its share of events it
+    was not given), or ""."""
     if row.next_attempt_at is not None and row.next_attempt_at > now:
-        return "waits" if policy.fifo else "skip"
-    beyond = row.id not in drain.own and drain.remaining <= 0
-    if ran_some and (time.monotonic() > deadline or beyond):
-        return "time"
+        return WAITS if policy.fifo else SKIP
+    if ran_some and (run.out_of_time() or not run.drain.allows(row.id)):
+        return TIME
     return ""
 
 

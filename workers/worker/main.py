@@ -4,28 +4,25 @@ in a long-lived work horse."""
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
 
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from rq import SimpleWorker
 from rq.exceptions import StopRequested
-from rq.worker import BaseWorker, WorkerStatus
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from hooklatch import metrics
 from hooklatch.db import reconnect_delay
+from hooklatch.jobs import SERIALIZER, queue_names
 from hooklatch.logs import one_line
 from hooklatch.operations.heartbeats import start_heartbeat
 from hooklatch.runtime import Runtime
-from hooklatch.workers.relay.sinks import SERIALIZER
 from hooklatch.workers.signals import stop_on_signals
 from hooklatch.workers.worker import jobs
 from hooklatch.workers.worker.horse import (
@@ -35,8 +32,13 @@ from hooklatch.workers.worker.horse import (
     RECYCLED,
     REDIS,
     STOPPED,
-    Horse,
+    HorseForker,
     Outcome,
+)
+from hooklatch.workers.worker.rq_workers import (
+    HooklatchWorker,
+    SimpleHooklatchWorker,
+    asked_to_stop,
 )
 
 log = logging.getLogger(__name__)
@@ -52,20 +54,21 @@ def run_worker(
     *,
     burst: bool = False,
     simple: bool = False,
-    worker_class: type[BaseWorker] = SimpleWorker,
+    worker_class: type[HooklatchWorker] = SimpleHooklatchWorker,
 ) -> bool:
     """Work until SIGTERM or SIGINT (or, with ``burst``, until the queue is empty).
 
-    RQ's ``worker_class`` (its in-process SimpleWorker) runs in a long-lived work horse
-    that this process forks and watches (workers/worker/horse.py); with ``simple``, in
-    this process. RQ's worker survives Redis going away while it waits for a job, but
+    ``worker_class`` (one that runs jobs in its own process) runs in a long-lived work
+    horse that this process forks and watches (workers/worker/horse.py); with ``simple``,
+    in this process. RQ's worker survives Redis going away while it waits for a job, but
     not elsewhere: a Redis error while it is made or starts escapes it, and one in its
     maintenance, or any other error in its loop, makes it log the error and return.
     Unless a signal asked it to stop, it is started again after a pause, as the relay
     retries its passes, rather than leaving the queue without a consumer; so is a horse
     that died.
     """
-    if runtime.settings.redis_url is None:
+    redis_url = runtime.settings.redis_url
+    if redis_url is None:
         raise SystemExit(
             "hooklatch worker needs REDIS_URL (without it, `hooklatch serve` runs handlers)"
         )
@@ -75,43 +78,63 @@ def run_worker(
         address=runtime.settings.metrics_address,
         setting="HOOKLATCH_WORKER_METRICS_PORT",
     )
-    redis = Redis.from_url(
-        runtime.settings.redis_url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS
-    )
-    current: list[BaseWorker] = []
-
-    def hand_on(signum: int, frame: FrameType | None) -> None:
-        # A signal between RQ's start and its own handlers: RQ stops as if it had it.
-        if current:
-            current[0].request_stop(signum, frame)
-
+    redis = Redis.from_url(redis_url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS)
+    loops = WorkLoops(runtime, redis, worker_class, burst=burst)
     # Ours until RQ installs its own handlers, and again whenever RQ's loop has ended. In
-    # this process, a stop is passed on to the horse by Horse (a thread, not here).
-    stop = stop_on_signals("worker", then=hand_on)
+    # this process, a stop is passed on to the horse by its forker (a thread, not here).
+    stop_on_signals("worker", loops.stop, then=loops.hand_on)
     # A burst run ends when the queue is empty, not when the database comes back.
-    if not burst and not _database_answers(runtime, stop):
+    if not burst and not _database_answers(runtime, loops.stop):
         return False
-    horse = (
-        None
-        if simple
-        else Horse(runtime.settings.redis_url, stop, runtime.settings.worker_stop_seconds)
-    )
-    max_jobs = None if simple else runtime.settings.worker_max_jobs
+    if not simple:
+        loops.forker = HorseForker(redis_url, loops.stop, runtime.settings.worker_stop_seconds)
+        loops.max_jobs = runtime.settings.worker_max_jobs
+    # The horses, forked from this process, do not inherit the thread.
+    beat_stop = threading.Event()
+    beating = None if burst else start_heartbeat(runtime, "worker", beat_stop)
+    try:
+        run = loops.forker.run if loops.forker else _call
+        return _keep_working(loops.stop, run, loops.once)
+    finally:
+        beat_stop.set()
+        if beating is not None:
+            beating.join(timeout=10)
 
-    def work() -> Outcome:
-        """One RQ worker's loop, to its end; in the horse, or in this process."""
+
+@dataclass
+class WorkLoops:
+    """RQ workers' loops, one after the other (``once``: in the horse, or in this
+    process), and the stop that signals set (``stop``), passed on to the one running."""
+
+    runtime: Runtime
+    redis: Redis
+    worker_class: type[HooklatchWorker]
+    burst: bool = False
+    forker: HorseForker | None = None  # None: in this process
+    max_jobs: int | None = None  # a horse's share of jobs
+    stop: threading.Event = field(default_factory=threading.Event)
+    current: HooklatchWorker | None = None
+
+    def hand_on(self, signum: int, frame: FrameType | None) -> None:
+        """A signal between RQ's start and its own handlers: RQ stops as if it had it."""
+        if self.current is not None:
+            self.current.request_stop(signum, frame)  # type: ignore[no-untyped-call]  # RQ's
+
+    def once(self) -> Outcome:
+        """One RQ worker's loop, to its end."""
         try:
-            # The live queue first: RQ takes a job from the first queue that has one, so a
-            # replay never waits in front of a live event.
-            queues = [runtime.settings.queue_name, runtime.settings.replay_queue_name]
-            worker = stoppable(worker_class)(queues, connection=redis, serializer=SERIALIZER)
-            worker.horse = horse  # type: ignore[attr-defined]
-            current[:] = [worker]  # from here, a signal is passed on to RQ (hand_on)
-            if stop.is_set():  # taken before: RQ would never hear of it
+            queues = queue_names(self.runtime.settings)  # the live queue first
+            worker = self.worker_class(queues, connection=self.redis, serializer=SERIALIZER)
+            worker.forker = self.forker
+            self.current = worker  # from here, a signal is passed on to RQ (hand_on)
+            if self.stop.is_set():  # taken before: RQ would never hear of it
                 return Outcome(STOPPED)
             worked = bool(
                 worker.work(
-                    burst=burst, logging_level="WARNING", with_scheduler=False, max_jobs=max_jobs
+                    burst=self.burst,
+                    logging_level="WARNING",
+                    with_scheduler=False,
+                    max_jobs=self.max_jobs,
                 )
             )
         except (RedisConnectionError, RedisTimeoutError) as exc:
@@ -119,26 +142,20 @@ def run_worker(
         except StopRequested:  # raised by RQ's request_stop, outside RQ's loop
             return Outcome(STOPPED)
         finally:
-            current.clear()
-            stop_on_signals("worker", stop, then=hand_on)
-        done = worker.jobs_done  # type: ignore[attr-defined]
-        if stop.is_set() or _asked_to_stop(worker):
+            self.current = None
+            stop_on_signals("worker", self.stop, then=self.hand_on)
+        return self._ended(worker, worked)
+
+    def _ended(self, worker: HooklatchWorker, worked: bool) -> Outcome:
+        """Why RQ's loop returned."""
+        done = worker.jobs_done
+        if self.stop.is_set() or asked_to_stop(worker):
             return Outcome(STOPPED, worked, done)
-        if burst:
+        if self.burst:
             return Outcome(DONE, worked, done)
-        if max_jobs is not None and done >= max_jobs:
+        if self.max_jobs is not None and done >= self.max_jobs:
             return Outcome(RECYCLED, worked, done)
         return Outcome(QUIT, worked, done)
-
-    # The horses, forked from this process, do not inherit the thread.
-    beat_stop = threading.Event()
-    beating = None if burst else start_heartbeat(runtime, "worker", beat_stop)
-    try:
-        return _keep_working(stop, horse.run if horse else _call, work)
-    finally:
-        beat_stop.set()
-        if beating is not None:
-            beating.join(timeout=10)
 
 
 def _call(work: Callable[[], Outcome]) -> Outcome:
@@ -198,77 +215,3 @@ def _database_answers(runtime: Runtime, stop: threading.Event) -> bool:
             log.error("database unreachable (%s), trying again in %.1f s", one_line(exc), delay)
             stop.wait(delay)
     return False
-
-
-def stoppable(worker_class: type[BaseWorker]) -> type[BaseWorker]:
-    """``worker_class`` that stops in bounded time once asked to, and tells the horse it
-    runs in (``horse``) which job it runs, and how many it has run (``jobs_done``).
-
-    Idle: RQ's signal handler raises StopRequested wherever the worker is. While Redis is
-    away RQ logs each failed retry, and a StopRequested raised inside that log call is
-    swallowed by logging (an exception in a handler is reported, not raised): RQ then
-    retried for ever and SIGTERM did not stop the worker. Each retry begins with a
-    heartbeat; there, a stop already taken by an idle worker is raised again.
-
-    Busy: RQ's warm shutdown waits for the whole job, up to a thousand events. The job is
-    told to stop after the chunk under way (it runs in this process); a horse still at
-    work ``HOOKLATCH_WORKER_STOP_SECONDS`` later is killed by the worker that forked it.
-    """
-
-    made = _STOPPABLE.get(worker_class)
-    if made is None:
-
-        def heartbeat(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if _asked_to_stop(self) and self.get_state() != WorkerStatus.BUSY:
-                raise StopRequested()
-            return worker_class.heartbeat(self, *args, **kwargs)
-
-        def handle_warm_shutdown_request(self: Any) -> None:
-            worker_class.handle_warm_shutdown_request(self)
-            jobs.stop_between_chunks()
-
-        def execute_job(self: Any, job: Any, queue: Any) -> Any:
-            if self.horse is not None:
-                self.horse.note_job(job.id, job.timeout)
-            try:
-                return worker_class.execute_job(self, job, queue)
-            finally:
-                self.jobs_done += 1
-                if self.horse is not None:
-                    self.horse.note_job(None)
-
-        def bootstrap(self: Any, *args: Any, **kwargs: Any) -> None:
-            # RQ's own start-up lines are below the WARNING level the worker runs at.
-            worker_class.bootstrap(self, *args, **kwargs)
-            if self.horse is not None and self.horse.listening_said:
-                return  # a later horse of the same worker: it starts quietly
-            log.info(
-                "worker listening on queues %s (pid %d)",
-                ", ".join(self.queue_names()),
-                os.getppid() if self.horse is not None else os.getpid(),
-            )
-            if self.horse is not None:
-                self.horse.note_listening_said()
-
-        made = type(
-            worker_class.__name__,
-            (worker_class,),
-            {
-                "bootstrap": bootstrap,
-                "heartbeat": heartbeat,
-                "handle_warm_shutdown_request": handle_warm_shutdown_request,
-                "execute_job": execute_job,
-                "horse": None,
-                "jobs_done": 0,
-            },
-        )
-        _STOPPABLE[worker_class] = made
-    return made
-
-
-_STOPPABLE: dict[type[BaseWorker], type[BaseWorker]] = {}
-
-
-def _asked_to_stop(worker: BaseWorker | None) -> bool:
-    """Whether RQ's signal handler took a SIGTERM or SIGINT meant for this worker."""
-    return worker is not None and getattr(worker, "_shutdown_requested_date", None) is not None

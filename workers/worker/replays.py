@@ -4,6 +4,7 @@ transaction."""
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session
@@ -23,15 +24,13 @@ from hooklatch.logs import bind
 from hooklatch.ordering import claims
 from hooklatch.ordering.claims import KeyRef
 from hooklatch.runtime import Runtime
-from hooklatch.workers.worker.processing import (
+from hooklatch.workers.worker.attempts import (
     FAILED,
     STALE,
     SUCCEEDED,
-    attempt_row,
-    context_for,
+    Attempting,
+    HandlerRun,
     error_text,
-    guarded,
-    run_handlers,
     traceback_text,
 )
 
@@ -41,27 +40,35 @@ log = logging.getLogger(__name__)
 SKIPPED = "skipped"
 
 
-def process_replay(
-    session: Session, runtime: Runtime, replay_id: int, held: list[KeyRef] | None = None
-) -> str | None:
-    """Run the replay's event's handlers; None when the replay is not pending (done, or
-    another worker's right now), or when the event was processed since it was asked for
-    (it is then marked skipped). A replay and a normal attempt of one event never
-    overlap: the event's row lock is waited for. The key whose lock it took goes to
-    ``held``: once committed, the caller looks at it again (``keyed.look_again``)."""
+class ReplayResult(NamedTuple):
+    """A replay's outcome: None when the replay is not pending (done, or another worker's
+    right now), or when its event was processed since it was asked for (it is then marked
+    skipped). ``held``: the key whose lock it took, which the caller looks at again once
+    committed (``keyed.look_again``)."""
+
+    outcome: str | None
+    held: KeyRef | None = None
+
+
+def process_replay(session: Session, runtime: Runtime, replay_id: int) -> ReplayResult:
+    """Run the replay's event's handlers. A replay and a normal attempt of one event never
+    overlap: the event's row lock is waited for."""
     replay = session.scalars(
         select(Replay)
         .where(Replay.id == replay_id, Replay.status == PENDING)
         .with_for_update(skip_locked=True)
     ).one_or_none()
     if replay is None:
-        return None
+        return ReplayResult(None)
     ref = _ordered_key(session, replay.event_id)
     if ref is not None:
         # Never beside another event of its key: wait for the key as for the row.
         claims.wait_key_lock(session, ref)
-        if held is not None:
-            held.append(ref)
+    return ReplayResult(_replay(session, runtime, replay, ref), ref)
+
+
+def _replay(session: Session, runtime: Runtime, replay: Replay, ref: KeyRef | None) -> str | None:
+    """The replay, under its event's row lock (and its key's, ``ref``): its outcome."""
     event = session.scalars(
         select(Event).where(Event.id == replay.event_id).with_for_update()
     ).one()
@@ -84,19 +91,18 @@ def process_replay(
         started = runtime.clock()
         number = 1 + (session.scalar(select(func.count()).where(Attempt.event_id == event.id)) or 0)
         routes = runtime.router.handlers_for(event.provider, event.type)
-        view, guard, running, stale = guarded(session, runtime, event, routes)
-        context = context_for(session, event, number, replay_id=replay.id, guard=guard)
+        attempting = Attempting(event, number, routes, started)
+        handlers = HandlerRun.prepare(session, runtime, attempting, replay_id=replay.id)
         trace = None
         try:
-            if running:
-                run_handlers(session, runtime, event, running, context, view)
+            handlers.run()
         except Exception as exc:
             replay.status, replay.error = FAILED, error_text(exc)
             trace = traceback_text(exc)
             outcome: str = FAILED
             log.warning("replay %d failed: %s", replay.id, replay.error)
         else:
-            stale = guard.check() if guard.asked else None
+            stale = handlers.stale()
             if stale is not None:
                 # An older state replayed stays older: the event keeps its status.
                 replay.status = outcome = STALE
@@ -104,7 +110,7 @@ def process_replay(
                 log.info("replay %d: %s", replay.id, stale.reason)
             else:
                 replay.status = outcome = SUCCEEDED
-                guard.applied()
+                handlers.guard.applied()
             if routes and stale is None:
                 finished = runtime.clock()
                 event.status, event.processed_at = PROCESSED, finished
@@ -114,21 +120,8 @@ def process_replay(
                     claims.wake(session, ref, now=finished)
         replay.finished_at = runtime.clock()
         error = None if outcome == SUCCEEDED else replay.error
-        session.add(
-            Attempt(
-                **attempt_row(
-                    event,
-                    number,
-                    outcome,
-                    routes,
-                    started,
-                    replay.finished_at,
-                    error=error,
-                    trace=trace,
-                ),
-                replay_id=replay.id,
-            )
-        )
+        row = attempting.row(outcome, replay.finished_at, error=error, trace=trace)
+        session.add(Attempt(**row, replay_id=replay.id))
         return outcome
 
 

@@ -6,14 +6,15 @@ import atexit
 import logging
 import threading
 
+from hooklatch.embedded.sinks import InlineSink
 from hooklatch.operations.heartbeats import start_heartbeat
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.batches import BatchRunner
 from hooklatch.workers.relay.cleanup import Cleanup
 from hooklatch.workers.relay.loop import Relay
-from hooklatch.workers.relay.sinks import InlineSink
 
-log = logging.getLogger(__name__)
+# Logged under the name it had in the relay's package, which log filters may already select.
+log = logging.getLogger("hooklatch.workers.relay.dispatcher")
 
 
 def start_embedded_dispatcher(runtime: Runtime) -> threading.Event:
