@@ -9,7 +9,7 @@ import threading
 from hooklatch.embedded.sinks import InlineSink
 from hooklatch.operations.heartbeats import start_heartbeat
 from hooklatch.runtime import Runtime
-from hooklatch.workers.relay.batches import BatchRunner
+from hooklatch.workers.relay.bulk_replays import BulkReplayRunner
 from hooklatch.workers.relay.cleanup import Cleanup
 from hooklatch.workers.relay.loop import Relay
 
@@ -31,7 +31,7 @@ def start_embedded_dispatcher(runtime: Runtime) -> threading.Event:
     thread.start()
     cleanup = Cleanup(runtime)
     cleanup.start(stop)
-    BatchRunner(runtime).start(stop)
+    BulkReplayRunner(runtime).start(stop)
     beating = start_heartbeat(runtime, "dispatcher", stop, cleanup.state)
     # Nothing stops the dispatcher but the process's exit: then its heartbeat row goes, as
     # a relay's does on SIGTERM, instead of showing a silent dispatcher for a day.

@@ -37,7 +37,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from hooklatch.db import reconnect_delay
 from hooklatch.endpoints.service import record_refusal
 
-log = logging.getLogger(__name__)
+# Logged under the name it had in ingest, which log filters may already select.
+log = logging.getLogger("hooklatch.ingest.refusals")
 BURST = 10
 REASON_LENGTH = 64  # refusals.reason
 

@@ -49,7 +49,8 @@ from hooklatch.endpoints.models import EndpointSecret
 from hooklatch.events.models import DEAD, IGNORED, PENDING, PROCESSED, Event
 from hooklatch.logs import Outage
 
-log = logging.getLogger(__name__)
+# Logged under the name it had in operations, which log filters may already select.
+log = logging.getLogger("hooklatch.operations.activity")
 
 FAILED = "failed"  # an attempt that failed, retried or not
 # An event's status after an attempt: whether the attempt failed (a pending event after

@@ -50,6 +50,8 @@ class TimestampedHeader:
     timestamp_key: str
     signature_key: str
     joiner: bytes
+    # Whether a refusal's log line names the header's shape (Stripe's does).
+    logs_shape: bool = False
 
     def signature(self, secret: str, timestamp: int, body: bytes) -> str:
         return hmac_hex(secret, str(timestamp).encode() + self.joiner + body)
@@ -69,9 +71,14 @@ class TimestampedHeader:
             secrets=secrets,
             sign=lambda secret: self.signature(secret, timestamp, delivery.body),
             refusal=f"no {self.signature_key} signature matches an active secret",
-            facts={"scheme": f"{self.timestamp_key}= and {len(signatures)} {self.signature_key}="},
+            facts=self._shape(len(signatures)),
         )
         check_timestamp(timestamp, now=now, tolerance=tolerance)
+
+    def _shape(self, count: int) -> dict[str, str] | None:
+        if not self.logs_shape:
+            return None
+        return {"scheme": f"{self.timestamp_key}= and {count} {self.signature_key}="}
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         timestamp = int(now.timestamp())

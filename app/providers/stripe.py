@@ -16,7 +16,12 @@ class StripeProvider(SchemeProvider):
     retry_window = timedelta(days=3)
     # The key is the whole secret as UTF-8, "whsec_" prefix included.
     scheme = TimestampedHeader(
-        "Stripe-Signature", separator=",", timestamp_key="t", signature_key="v1", joiner=b"."
+        "Stripe-Signature",
+        separator=",",
+        timestamp_key="t",
+        signature_key="v1",
+        joiner=b".",
+        logs_shape=True,
     )
 
     def parse(self, delivery: Delivery) -> list[IncomingEvent]:

@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from hooklatch.events import bulk_replays
 from hooklatch.events.browse import EventFilter
-from tests.support.bulk_replays import start_bulk_replay, step
+from tests.support.bulk_replays import begin_bulk_replay, step
 from tests.support.cli import run_cli
 from tests.support.database import count, load_event
 from tests.support.pipeline import deliver, drain, make_dead, make_endpoint
@@ -53,7 +53,7 @@ def test_a_batch_replays_its_frozen_set_oldest_first_at_its_rate_each_once(clien
     endpoint, _ = make_endpoint(runtime)
     ids = dead_events(client, runtime, endpoint, *[f"evt_b{n}" for n in range(5)])
     t0 = runtime.clock()
-    batch_id = start_bulk_replay(runtime, EventFilter(status="dead"), rate=2.0, now=t0)
+    batch_id = begin_bulk_replay(runtime, EventFilter(status="dead"), rate=2.0, now=t0)
     late = dead_events(client, runtime, endpoint, "evt_died_after_planning")
 
     assert step(runtime, t0) == 0  # no time has passed: no replay is due yet
@@ -94,7 +94,7 @@ def test_an_event_that_succeeded_since_the_plan_is_skipped(client, runtime, rout
     endpoint, _ = make_endpoint(runtime)
     first, second = dead_events(client, runtime, endpoint, "evt_s1", "evt_s2")
     t0 = runtime.clock()
-    batch_id = start_bulk_replay(runtime, EventFilter(status="dead"), now=t0)
+    batch_id = begin_bulk_replay(runtime, EventFilter(status="dead"), now=t0)
     client.post(f"/admin/events/{first}/replay", json={"reason": "by hand"}, headers=AUTH)
     drain(runtime)  # the one-off replay succeeds before the batch reaches the event
     assert load_event(runtime, first).status == "processed"
@@ -156,7 +156,7 @@ def test_a_cancelled_batch_replays_nothing_more(client, runtime):
     endpoint, _ = make_endpoint(runtime)
     dead_events(client, runtime, endpoint, *[f"evt_x{n}" for n in range(4)])
     t0 = runtime.clock()
-    batch_id = start_bulk_replay(runtime, EventFilter(status="dead"), rate=1.0, now=t0)
+    batch_id = begin_bulk_replay(runtime, EventFilter(status="dead"), rate=1.0, now=t0)
     assert step(runtime, t0 + timedelta(seconds=1)) == 1
 
     cancelled = client.post(f"/admin/replays/{batch_id}/cancel", json={}, headers=AUTH)
@@ -300,8 +300,8 @@ def test_a_batch_confirmed_twice_replays_each_event_once(client, runtime):
     endpoint, _ = make_endpoint(runtime)
     ids = dead_events(client, runtime, endpoint, "evt_twice_1", "evt_twice_2")
     t0 = runtime.clock()
-    first = start_bulk_replay(runtime, EventFilter(status="dead"), now=t0)
-    second = start_bulk_replay(runtime, EventFilter(status="dead"), now=t0)
+    first = begin_bulk_replay(runtime, EventFilter(status="dead"), now=t0)
+    second = begin_bulk_replay(runtime, EventFilter(status="dead"), now=t0)
     assert step(runtime, t0 + timedelta(seconds=1)) == 2  # the first batch, done
     assert step(runtime, t0 + timedelta(seconds=2)) == 2  # the second, all skipped
     with runtime.session_factory() as session:
@@ -317,8 +317,8 @@ def test_batches_run_one_after_the_other_whatever_the_relays(client, runtime):
     dead_events(client, runtime, endpoint, "evt_one_1", "evt_one_2")
     dead_events(client, runtime, endpoint, "evt_two_1", event_type="effect.other")
     t0 = runtime.clock()
-    start_bulk_replay(runtime, EventFilter(status="dead", type="effect.bulk"), rate=1.0, now=t0)
-    later = start_bulk_replay(
+    begin_bulk_replay(runtime, EventFilter(status="dead", type="effect.bulk"), rate=1.0, now=t0)
+    later = begin_bulk_replay(
         runtime, EventFilter(status="dead", type="effect.other"), rate=1.0, now=t0
     )
     with runtime.session_factory.begin() as holder:  # one relay advances the oldest batch
@@ -332,7 +332,7 @@ def test_an_event_pending_again_is_skipped(client, runtime):
     endpoint, _ = make_endpoint(runtime)
     (event_id,) = dead_events(client, runtime, endpoint, "evt_rearmed")
     t0 = runtime.clock()
-    start_bulk_replay(runtime, EventFilter(status="dead"), now=t0)
+    begin_bulk_replay(runtime, EventFilter(status="dead"), now=t0)
     with runtime.engine.begin() as c:  # as a provider's re-send re-arms it
         c.execute(text("UPDATE events SET status = 'pending' WHERE id = :i"), {"i": event_id})
     assert step(runtime, t0 + timedelta(seconds=1)) == 1

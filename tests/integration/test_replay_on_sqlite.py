@@ -11,7 +11,7 @@ import pytest
 from hooklatch.embedded.sinks import InlineSink
 from hooklatch.events import bulk_replays
 from hooklatch.workers.relay.loop import Relay
-from tests.support.bulk_replays import start_bulk_replay, step
+from tests.support.bulk_replays import begin_bulk_replay, step
 from tests.support.database import sqlite_settings
 from tests.support.pipeline import make_dead, make_endpoint, runs_of
 
@@ -30,7 +30,7 @@ def test_on_sqlite_a_batch_keeps_its_window_and_a_cancel_stops_what_has_not_run(
     dead = make_dead(client, runtime, endpoint, *[f"evt_s{n}" for n in range(5)], event_type="x.y")
     relay = Relay(runtime, InlineSink(runtime))
     t0 = runtime.clock()
-    batch_id = start_bulk_replay(runtime, cap=100, now=t0)
+    batch_id = begin_bulk_replay(runtime, cap=100, now=t0)
 
     def step_at(seconds):
         return step(runtime, t0 + timedelta(seconds=seconds), window=2)

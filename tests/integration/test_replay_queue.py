@@ -15,7 +15,7 @@ from sqlalchemy import text
 from hooklatch.events import bulk_replays
 from hooklatch.jobs import SERIALIZER
 from hooklatch.workers.worker import jobs
-from tests.support.bulk_replays import start_bulk_replay, step
+from tests.support.bulk_replays import begin_bulk_replay, step
 from tests.support.cli import run_cli
 from tests.support.console import csrf_of, signed_in
 from tests.support.database import count, load_event
@@ -121,7 +121,7 @@ def test_a_batch_asks_for_replays_only_while_fewer_than_its_window_wait(client, 
     names = [f"evt_w{n}" for n in range(6)]
     make_dead(client, runtime, endpoint, *names, event_type="x.y")
     t0 = runtime.clock()
-    batch_id = start_bulk_replay(runtime, now=t0)
+    batch_id = begin_bulk_replay(runtime, now=t0)
     [other] = make_dead(client, runtime, endpoint, "evt_by_hand", event_type="x.y")
     replay(client, other)  # a replay asked for by hand waits too
 
@@ -142,7 +142,7 @@ def test_a_batch_held_back_by_its_window_does_not_catch_up_in_a_burst(client, ru
     endpoint, _ = make_endpoint(runtime)
     make_dead(client, runtime, endpoint, *[f"evt_b{n}" for n in range(6)], event_type="x.y")
     t0 = runtime.clock()
-    start_bulk_replay(runtime, rate=2.0, now=t0)
+    begin_bulk_replay(runtime, rate=2.0, now=t0)
 
     assert step(runtime, t0 + timedelta(seconds=1), window=2) == 2
     assert step(runtime, t0 + timedelta(seconds=3), window=2) == 0  # two seconds' share spent
@@ -157,7 +157,7 @@ def test_cancelling_cancels_the_replays_not_started_and_a_queued_job_skips_them(
     endpoint, _ = make_endpoint(runtime)
     dead = make_dead(client, runtime, endpoint, *[f"evt_c{n}" for n in range(4)], event_type="x.y")
     t0 = runtime.clock()
-    batch_id = start_bulk_replay(runtime, now=t0)
+    batch_id = begin_bulk_replay(runtime, now=t0)
     assert step(runtime, t0 + timedelta(seconds=1)) == 4
     relay, _ = relay_for(runtime)
     assert relay.relay_once() == 4  # their job waits in the replay queue
@@ -181,7 +181,7 @@ def test_a_replay_running_when_its_batch_is_cancelled_finishes(client, runtime, 
     endpoint, _ = make_endpoint(runtime)
     first, second = make_dead(client, runtime, endpoint, "evt_run1", "evt_run2", event_type="x.y")
     t0 = runtime.clock()
-    batch_id = start_bulk_replay(runtime, now=t0)
+    batch_id = begin_bulk_replay(runtime, now=t0)
     assert step(runtime, t0 + timedelta(seconds=1)) == 2
     running = "SELECT id FROM replays WHERE event_id = :e FOR UPDATE"
 
@@ -202,7 +202,7 @@ def test_the_cli_cancels_a_finished_batchs_waiting_replays_and_says_how_many(
     endpoint, _ = make_endpoint(runtime)
     make_dead(client, runtime, endpoint, "evt_cli1", "evt_cli2", event_type="x.y")
     t0 = runtime.clock()
-    batch_id = start_bulk_replay(runtime, now=t0)
+    batch_id = begin_bulk_replay(runtime, now=t0)
     assert step(runtime, t0 + timedelta(seconds=1)) == 2
     assert step(runtime, t0 + timedelta(seconds=2)) == 0  # every item asked for: done
 
@@ -220,7 +220,7 @@ def test_the_console_says_how_many_replays_a_cancel_stopped(app, client, runtime
     endpoint, _ = make_endpoint(runtime)
     make_dead(client, runtime, endpoint, "evt_con1", "evt_con2", "evt_con3", event_type="x.y")
     t0 = runtime.clock()
-    batch_id = start_bulk_replay(runtime, now=t0)
+    batch_id = begin_bulk_replay(runtime, now=t0)
     assert step(runtime, t0 + timedelta(seconds=1)) == 3
     console, _ = signed_in(app)
     page = console.get(f"/admin/console/replays/{batch_id}")

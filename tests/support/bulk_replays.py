@@ -1,5 +1,5 @@
-"""Bulk replays driven by hand: one started as the admin API starts it, and a relay's
-step of the replays due."""
+"""Bulk replays driven by hand: one started in the database (``bulk_replays.start``, where
+every face's start ends), and a relay's step of the replays due."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hooklatch.events.browse import EventFilter
 DEAD = EventFilter(status="dead")
 
 
-def start_bulk_replay(
+def begin_bulk_replay(
     runtime: Any,
     chosen: EventFilter = DEAD,
     *,
@@ -19,7 +19,7 @@ def start_bulk_replay(
     cap: int = 10_000,
     now: Any = None,
 ) -> int:
-    """A bulk replay of ``chosen`` (the dead events) started by alice: its id."""
+    """A bulk replay of ``chosen`` (by default the dead events) begun by alice: its id."""
     with runtime.session_factory.begin() as session:
         batch = bulk_replays.start(
             session,

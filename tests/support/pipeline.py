@@ -59,8 +59,8 @@ def deliver(
 
 
 def configure_ordering(runtime: Runtime, endpoint: str, **ordering: Any) -> None:
-    """The endpoint's ordering set as the admin API sets it (``policy``, ``dead``,
-    ``hold_seconds``, ...), by the actor "test"."""
+    """The endpoint's ordering set in the database (``policy``, ``dead``, ``hold_seconds``,
+    ...), by the actor "test", as every face's change ends in (``set_ordering``)."""
     from hooklatch.endpoints.models import Endpoint
     from hooklatch.ordering.service import set_ordering
 

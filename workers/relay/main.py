@@ -10,7 +10,7 @@ from hooklatch.metrics import serve as serve_metrics
 from hooklatch.operations.backlog import BacklogCollector
 from hooklatch.operations.heartbeats import start_heartbeat
 from hooklatch.runtime import Runtime
-from hooklatch.workers.relay.batches import BatchRunner
+from hooklatch.workers.relay.bulk_replays import BulkReplayRunner
 from hooklatch.workers.relay.cleanup import Cleanup
 from hooklatch.workers.relay.loop import Relay
 from hooklatch.workers.relay.sinks import Sink
@@ -32,7 +32,7 @@ def run_relay(runtime: Runtime, sink: Sink) -> None:
     )
     cleanup = Cleanup(runtime)
     cleaning = cleanup.start(stop)
-    replaying = BatchRunner(runtime).start(stop)
+    replaying = BulkReplayRunner(runtime).start(stop)
     beating = start_heartbeat(runtime, "relay", stop, cleanup.state)
     log.info("relay started")
     Relay(runtime, sink).run(stop)

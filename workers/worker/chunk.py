@@ -61,17 +61,17 @@ def is_due(row: Scheduled, now: datetime) -> bool:
 
 
 def claim(session: Session, event_ids: list[int], now: datetime) -> dict[int, Claimed]:
-    """Lock these events by primary key, in id order, and keep those still pending and due
-    as locked: another worker may have run one since its state was read. Rows already
-    locked are someone else's right now. Their payloads are not read here, but as they run
-    (``Payloads``). Only events that need no key's lock come here: unkeyed ones, and keyed
-    ones whose endpoint does not order them; a key's events are claimed under its lock, in
-    its order (``claims.next_events``)."""
+    """Lock those of these events still pending and due, by primary key, in id order:
+    another worker may have run one since its state was read, and a retry that waits is
+    not locked. Rows already locked are someone else's right now. Their payloads are not
+    read here, but as they run (``Payloads``). Only events that need no key's lock come
+    here: unkeyed ones, and keyed ones whose endpoint does not order them; a key's events
+    are claimed under its lock, in its order (``claims.next_events``)."""
     if not event_ids:
         return {}
     rows = session.execute(
         select(*claim_columns())
-        .where(Event.id.in_(event_ids))
+        .where(Event.id.in_(event_ids), Event.status == PENDING, Event.next_attempt_at <= now)
         .order_by(Event.id)
         .with_for_update(skip_locked=True)
     )

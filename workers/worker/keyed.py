@@ -88,6 +88,10 @@ def run_keyed(run: ChunkRun, event_ids: list[int], states: Mapping[int, EventSta
         if row is not None and row.status == PENDING and row.ordering_key is not None
     ]
     found = {row.id for row in candidates}
+    # Whether the transaction ran events before this (the chunk's unkeyed ones): a key
+    # is left for the next transaction once time is up only if something has run, those
+    # or a key's events; keyed events whose endpoint no longer orders them do not count.
+    ran_before = run.ran > 0
     result = KeyedResult(done=[i for i in event_ids if i not in found])  # processed, unkeyed
     unordered = [row.id for row in candidates if row.ordering == NONE]
     if unordered:  # keyed while its endpoint ordered events, no longer
@@ -108,7 +112,7 @@ def run_keyed(run: ChunkRun, event_ids: list[int], states: Mapping[int, EventSta
     run.payloads.expect(states[i] for ref in order for i in by_key[ref])
     for ref in order:
         given = by_key[ref]
-        if run.ran and run.out_of_time():
+        if (ran_before or result.ran) and run.out_of_time():
             # Not started: the job's next transaction tries the key again, and until then
             # the key is free for another worker.
             result.left += given

@@ -1,7 +1,7 @@
-"""Bulk replays advance in every relay: a thread that takes a running batch's next step
+"""Bulk replays advance in every relay: a thread that takes a running bulk replay's next step
 every second (``hooklatch.events.bulk_replays.advance``), while fewer than
-HOOKLATCH_REPLAY_BATCH_WINDOW replays wait to be run. No singleton: the batch row is
-claimed with ``SKIP LOCKED``, so relays take turns on one batch, and its rate holds
+HOOKLATCH_REPLAY_BATCH_WINDOW replays wait to be run. No singleton: the bulk replay's row is
+claimed with ``SKIP LOCKED``, so relays take turns on one, and its rate holds
 whatever their number."""
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from hooklatch.events import bulk_replays
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay import background
 
-log = logging.getLogger(__name__)
+# Logged under the name it had, which log filters may already select.
+log = logging.getLogger("hooklatch.workers.relay.batches")
 
 STEP_SECONDS = 1.0
 
 
-class BatchRunner:
+class BulkReplayRunner:
     def __init__(self, runtime: Runtime, *, step_seconds: float = STEP_SECONDS) -> None:
         self.runtime = runtime
         self.step_seconds = step_seconds
