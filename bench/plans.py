@@ -5,7 +5,7 @@ figures) uses instead, on the same line."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Self, TypeVar, cast
+from typing import Self, TypeVar
 
 T = TypeVar("T")
 
@@ -14,7 +14,7 @@ SMOKE = "smoke"
 
 def sized(full: T, *, smoke: T) -> T:
     """A plan's field: ``full`` in a full run, ``smoke`` in a smoke run."""
-    return cast(T, field(default=full, metadata={SMOKE: smoke}))
+    return field(default=full, metadata={SMOKE: smoke})
 
 
 @dataclass(frozen=True)
