@@ -20,6 +20,9 @@ A provider is a class registered under the entry-point group
   events of one key can be serialised or ordered (docs/plugins.md, "Ordering keys").
 - ``ordering_position(event)``: the provider's time or sequence for that entity, which
   orders a key's events and tells a stale one; by default ``occurred_at``.
+- ``remote(credentials, place)``: the provider's API for one endpoint (registering its
+  URL, recovering events it never delivered; hooklatch.providers.remote), where
+  ``credential_fields`` names what its credential holds.
 
 A ``Delivery`` carries the method, the public URL the provider called, headers
 with lower-case names, the raw body bytes, and the endpoint's options.
@@ -54,6 +57,7 @@ from hooklatch.providers.parsing import load_json as load_json
 from hooklatch.providers.parsing import occurred_at as occurred_at
 from hooklatch.providers.parsing import unix_time as unix_time
 from hooklatch.providers.parsing import unix_timestamp as unix_timestamp
+from hooklatch.providers.remote import Place, RemoteAPI
 from hooklatch.providers.signing import any_digest_matches as any_digest_matches
 from hooklatch.providers.signing import check_signatures as check_signatures
 from hooklatch.providers.signing import check_timestamp as check_timestamp
@@ -149,6 +153,10 @@ class Provider:
     # whoever reads one can send any body. They are never stored, shown, logged or
     # handed to handlers; ``credential_headers_for`` adds any an endpoint's options name.
     credential_headers: ClassVar[frozenset[str]] = frozenset()
+    # The fields of a credential for the provider's API (docs/reconciliation.md): name ->
+    # what it holds. Every field is secret: stored encrypted, never shown. Empty where
+    # hooklatch cannot reach the provider's API (``remote``).
+    credential_fields: ClassVar[Mapping[str, str]] = {}
 
     def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
         raise NotImplementedError
@@ -193,6 +201,26 @@ class Provider:
 
     def challenge(self, delivery: Delivery, *, secrets: Sequence[str]) -> HandshakeResponse | None:
         return None
+
+    def check_credentials(self, values: Mapping[str, str]) -> dict[str, str]:
+        """The credential to store; raise ValueError naming a field that is unknown or
+        missing (never a value). By default every field of ``credential_fields``."""
+        if not self.credential_fields:
+            raise ValueError(f"hooklatch cannot reach {self.name}'s API")
+        unknown = sorted(set(values) - set(self.credential_fields))
+        if unknown:
+            known = ", ".join(sorted(self.credential_fields))
+            raise ValueError(f"{self.name} credentials have no field {unknown[0]!r} ({known})")
+        missing = sorted(name for name in self.credential_fields if not values.get(name))
+        if missing:
+            raise ValueError(f"{self.name} credentials need {missing[0]!r}")
+        return dict(values)
+
+    def remote(self, credentials: Mapping[str, str], place: Place) -> RemoteAPI:
+        """The provider's API for one endpoint, with its stored credential (checked by
+        ``check_credentials``) and where its webhook lives. Providers with no
+        ``credential_fields`` have none."""
+        raise NotImplementedError(f"hooklatch cannot reach {self.name}'s API")
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         raise NotImplementedError
