@@ -5,7 +5,18 @@ from __future__ import annotations
 import sqlite3
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, DateTime, Dialect, Engine, MetaData, create_engine, event
+from sqlalchemy import (
+    Connection,
+    DateTime,
+    Dialect,
+    Engine,
+    Insert,
+    MetaData,
+    Table,
+    create_engine,
+    event,
+)
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import DeclarativeBase, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import TypeDecorator
@@ -118,3 +129,12 @@ def make_session_factory(engine: Engine) -> sessionmaker:
 
 def is_postgres(engine: Engine) -> bool:
     return engine.dialect.name == "postgresql"
+
+
+def insert_ignoring_conflict(dialect: str, table: Table, columns: list[str]) -> Insert:
+    """INSERT ... ON CONFLICT (columns) DO NOTHING, on PostgreSQL and SQLite."""
+    if dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing(index_elements=columns)
+    if dialect == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing(index_elements=columns)
+    raise NotImplementedError(f"no conflict-free insert for {dialect}")

@@ -185,6 +185,15 @@ class SecretUnavailable(HooklatchError):
     public_message = UNAVAILABLE
 
 
+class ProviderAPIFailed(HooklatchError):
+    """The provider's API refused or failed a call hooklatch made for an endpoint
+    (registering its URL, reading its webhook): the reason is the API's, prefixed
+    ``provider_`` (provider_unauthorized, provider_rate_limited, ...)."""
+
+    status_code = 502
+    reason = "provider_api_failed"
+
+
 def json_bytes(body: object) -> bytes:
     """``body`` as JSON, written as Flask's ``jsonify`` writes it."""
     return (json.dumps(body, separators=(",", ":")) + "\n").encode()

@@ -17,6 +17,12 @@ from hooklatch.operations.models import (
     TokenFailures,
 )
 from hooklatch.ordering.models import OrderingKey
+from hooklatch.reconcile.models import (
+    EndpointCredential,
+    ProviderHook,
+    ReconcileRun,
+    ReconcileState,
+)
 
 __all__ = [
     "ActivityCount",
@@ -26,11 +32,15 @@ __all__ = [
     "BulkReplayItem",
     "ConsoleSession",
     "Endpoint",
+    "EndpointCredential",
     "EndpointSecret",
     "Event",
     "Heartbeat",
     "OrderingKey",
     "OutboxEntry",
+    "ProviderHook",
+    "ReconcileRun",
+    "ReconcileState",
     "Refusal",
     "Replay",
     "TokenFailures",

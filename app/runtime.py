@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import sessionmaker
@@ -19,6 +19,7 @@ from hooklatch.endpoints.service import EndpointCache
 from hooklatch.events.activity import ActivityCounter
 from hooklatch.handlers import Router
 from hooklatch.providers.base import Provider
+from hooklatch.reconcile.runs import Reconciler, ReconcileSettings
 from hooklatch.settings import Settings
 
 
@@ -83,6 +84,31 @@ class Runtime:
             raise LookupError(
                 f"provider {name!r} is not installed (installed: {installed})"
             ) from None
+
+
+def reconciler(runtime: Runtime) -> Reconciler:
+    """Reconcile runs with this runtime's database, keys, providers and settings."""
+    settings = runtime.settings
+    return Reconciler(
+        session_factory=runtime.session_factory,
+        box=runtime.box,
+        provider=runtime.provider,
+        settings=ReconcileSettings(
+            overlap=timedelta(seconds=settings.reconcile_overlap_seconds),
+            max_requests=settings.reconcile_max_requests,
+            max_pages=settings.reconcile_max_pages,
+            max_wait=settings.reconcile_max_wait_seconds,
+            lease=timedelta(seconds=settings.reconcile_lease_seconds),
+            quota_reserve=settings.reconcile_quota_reserve,
+            interval=(
+                timedelta(seconds=settings.reconcile_interval_seconds)
+                if settings.reconcile_interval_seconds > 0
+                else None
+            ),
+        ),
+        public_url=settings.public_url,
+        clock=runtime.clock,
+    )
 
 
 def current_runtime() -> Runtime:

@@ -163,6 +163,15 @@ class Settings:
     # Audit entries are kept this long (a bulk replay, a secret removed: kept past the
     # events they were about).
     audit_retention_days: float = 365.0
+    # Reconcile (hooklatch.reconcile): how often the relays run it per endpoint (0: only
+    # by hand), and each run's overlap, budget, rate-limit wait, lease and quota reserve.
+    reconcile_interval_seconds: float = 3600.0
+    reconcile_overlap_seconds: float = 600.0
+    reconcile_max_requests: int = 200
+    reconcile_max_pages: int = 150
+    reconcile_max_wait_seconds: float = 60.0
+    reconcile_lease_seconds: float = 120.0
+    reconcile_quota_reserve: int = 100
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -261,6 +270,27 @@ class Settings:
                 env, "HOOKLATCH_REPLAY_BATCH_MAX", cls.replay_batch_max, minimum=1
             ),
             replay_batch_rate=read_float(env, "HOOKLATCH_REPLAY_BATCH_RATE", cls.replay_batch_rate),
+            reconcile_interval_seconds=read_float(
+                env, "HOOKLATCH_RECONCILE_INTERVAL_SECONDS", cls.reconcile_interval_seconds
+            ),
+            reconcile_overlap_seconds=read_float(
+                env, "HOOKLATCH_RECONCILE_OVERLAP_SECONDS", cls.reconcile_overlap_seconds
+            ),
+            reconcile_max_requests=read_int(
+                env, "HOOKLATCH_RECONCILE_MAX_REQUESTS", cls.reconcile_max_requests, minimum=1
+            ),
+            reconcile_max_pages=read_int(
+                env, "HOOKLATCH_RECONCILE_MAX_PAGES", cls.reconcile_max_pages, minimum=1
+            ),
+            reconcile_max_wait_seconds=read_float(
+                env, "HOOKLATCH_RECONCILE_MAX_WAIT_SECONDS", cls.reconcile_max_wait_seconds
+            ),
+            reconcile_lease_seconds=read_float(
+                env, "HOOKLATCH_RECONCILE_LEASE_SECONDS", cls.reconcile_lease_seconds
+            ),
+            reconcile_quota_reserve=read_int(
+                env, "HOOKLATCH_RECONCILE_QUOTA_RESERVE", cls.reconcile_quota_reserve, minimum=0
+            ),
             replay_batch_window=read_int(
                 env, "HOOKLATCH_REPLAY_BATCH_WINDOW", cls.replay_batch_window, minimum=1
             ),
@@ -346,6 +376,7 @@ class Settings:
             ("HOOKLATCH_METRICS_CACHE_SECONDS", self.metrics_cache_seconds),
             ("HOOKLATCH_ADMIN_LOCKOUT_WINDOW_SECONDS", self.admin_lockout_window_seconds),
             ("HOOKLATCH_ADMIN_LOCKOUT_SECONDS", self.admin_lockout_seconds),
+            ("HOOKLATCH_RECONCILE_LEASE_SECONDS", self.reconcile_lease_seconds),
         ):
             if seconds <= 0:  # a loop that never waits, against the database
                 raise SettingsError(f"{name} must be more than 0, got {seconds:g}")

@@ -382,6 +382,54 @@ SECTIONS = (
         ),
     ),
     Section(
+        "Reconcile",
+        "[Recovering the events a provider never delivered](reconciliation.md).",
+        (
+            Setting(
+                "HOOKLATCH_RECONCILE_INTERVAL_SECONDS",
+                "`3600`",
+                "How often a relay reconciles each endpoint that has a credential for its "
+                "provider's API, and reads back its webhook at the provider; `0`: only by hand.",
+            ),
+            Setting(
+                "HOOKLATCH_RECONCILE_OVERLAP_SECONDS",
+                "`600`",
+                "How far before the cursor each run starts again: events the provider's API "
+                "showed late are still found.",
+            ),
+            Setting(
+                "HOOKLATCH_RECONCILE_MAX_REQUESTS",
+                "`200`",
+                "The most API requests one run makes; it stops there, cut short, and the next "
+                "run resumes.",
+            ),
+            Setting(
+                "HOOKLATCH_RECONCILE_MAX_PAGES",
+                "`150`",
+                "The most list pages one run reads (100 items a page).",
+            ),
+            Setting(
+                "HOOKLATCH_RECONCILE_MAX_WAIT_SECONDS",
+                "`60`",
+                "How long one run may wait out the provider's rate limits (`Retry-After`) "
+                "before it stops, cut short.",
+            ),
+            Setting(
+                "HOOKLATCH_RECONCILE_LEASE_SECONDS",
+                "`120`",
+                "How long a run holds its endpoint without renewing its lease: a relay "
+                "killed mid-run gives the endpoint up after this long.",
+            ),
+            Setting(
+                "HOOKLATCH_RECONCILE_QUOTA_RESERVE",
+                "`100`",
+                "A run stops once the provider says this little of its rate-limit quota is "
+                "left (GitHub's `x-ratelimit-remaining`), leaving it to whatever else uses "
+                "the credential.",
+            ),
+        ),
+    ),
+    Section(
         "Bulk replay",
         "[Replaying many events](console.md#bulk-replay).",
         (

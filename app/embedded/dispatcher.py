@@ -12,6 +12,7 @@ from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.bulk_replays import BulkReplayRunner
 from hooklatch.workers.relay.cleanup import Cleanup
 from hooklatch.workers.relay.loop import Relay
+from hooklatch.workers.relay.reconcile import ReconcileRunner
 
 # Logged under the name it had in the relay's package, which log filters may already select.
 log = logging.getLogger("hooklatch.workers.relay.dispatcher")
@@ -32,6 +33,7 @@ def start_embedded_dispatcher(runtime: Runtime) -> threading.Event:
     cleanup = Cleanup(runtime)
     cleanup.start(stop)
     BulkReplayRunner(runtime).start(stop)
+    ReconcileRunner(runtime).start(stop)
     beating = start_heartbeat(runtime, "dispatcher", stop, cleanup.state)
     # Nothing stops the dispatcher but the process's exit: then its heartbeat row goes, as
     # a relay's does on SIGTERM, instead of showing a silent dispatcher for a day.

@@ -31,6 +31,14 @@ def _partial_index(name: str, *columns: str, where: str) -> Index:
     return Index(name, *columns, postgresql_where=text(where), sqlite_where=text(where))
 
 
+# Event.origin and Event.verified_by: a delivery the provider sent, verified by its
+# signature; or an event fetched from the provider's API by a reconcile run, verified by
+# the authenticated call that fetched it (hooklatch.reconcile).
+WEBHOOK = "webhook"
+API = "api"
+SIGNATURE = "signature"
+API_CALL = "api_call"
+
 PENDING = "pending"
 PROCESSED = "processed"
 IGNORED = "ignored"
@@ -119,6 +127,12 @@ class Event(Base):
     # (ordering_position, id) order.
     ordering_key: Mapped[str | None] = mapped_column(String(255))
     ordering_position: Mapped[int | None] = mapped_column(BigInteger)
+    # How the event reached hooklatch, and how it was verified (WEBHOOK and SIGNATURE, or
+    # API and API_CALL).
+    origin: Mapped[str] = mapped_column(String(8), server_default=WEBHOOK, default=WEBHOOK)
+    verified_by: Mapped[str] = mapped_column(
+        String(16), server_default=SIGNATURE, default=SIGNATURE
+    )
 
 
 class OutboxEntry(Base):

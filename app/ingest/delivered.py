@@ -4,11 +4,11 @@ among its key's (hooklatch.ordering): the inputs of storing (hooklatch.ingest.st
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from hooklatch.endpoints.service import ActiveEndpoint
-from hooklatch.ordering.keys import Incoming, ordering_key, ordering_position
-from hooklatch.providers.base import IncomingEvent, Provider, position_of
+from hooklatch.ordering.placement import Placement, place_event, utc
+from hooklatch.providers.base import IncomingEvent, Provider
 
 
 @dataclass(frozen=True)
@@ -46,42 +46,16 @@ class Conflict:
 NO_CONFLICT = Conflict()
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Where an event stands among its key's (hooklatch.ordering), and when it is due."""
-
-    key: str | None
-    position: int | None
-    due_at: datetime
-
-
 def placement(delivered: Delivered, item: IncomingEvent) -> Placement:
-    """Unordered endpoints pay nothing here. A keyed event under a hold window is due
-    once the window has passed, and takes its place by the provider's time (else the time
-    received); otherwise it is due at once, in arrival order."""
-    settings, now = delivered.endpoint.ordering, delivered.now
-    if not settings.keyed:
-        return Placement(None, None, now)
-    provider = delivered.provider
-    event = Incoming(
-        type=item.type,
-        payload=provider.payload(delivered.headers, delivered.body),
+    """Where the event of this delivery takes its place among its key's."""
+    return place_event(
+        delivered.endpoint.ordering,
+        delivered.provider,
+        item,
         headers=delivered.headers,
-        occurred_at=utc(item.occurred_at),
+        body=delivered.body,
+        now=delivered.now,
     )
-    key = ordering_key(provider, settings.key_path, event)
-    if key is None:
-        return Placement(None, None, now)
-    if not settings.holds:
-        return Placement(key, 0, now)
-    position = ordering_position(provider, event)
-    if position is None:
-        position = position_of(now)
-    return Placement(key, position, now + timedelta(seconds=settings.hold_seconds))
 
 
-def utc(value: datetime | None) -> datetime | None:
-    """A plugin's naive datetime is taken as UTC (docs/plugins.md), never as local time."""
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=UTC)
+__all__ = ["NO_CONFLICT", "Conflict", "Delivered", "Placement", "placement", "utc"]

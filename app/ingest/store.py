@@ -13,10 +13,9 @@ from functools import cache
 from typing import cast
 
 from sqlalchemy import CTE, Connection, Insert, Table, bindparam, func, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import ReturningInsert
 
-from hooklatch.db import UTCDateTime
+from hooklatch.db import UTCDateTime, insert_ignoring_conflict
 from hooklatch.endpoints.service import ActiveEndpoint
 from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
 from hooklatch.ingest.delivered import NO_CONFLICT, Conflict, Delivered, placement, utc
@@ -50,14 +49,6 @@ class Recorded:
             "status": self.status,
             **({"rearmed": True} if self.rearmed else {}),
         }
-
-
-def insert_ignoring_conflict(dialect: str, table: Table, columns: list[str]) -> Insert:
-    if dialect == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing(index_elements=columns)
-    if dialect == "sqlite":
-        return sqlite.insert(table).on_conflict_do_nothing(index_elements=columns)
-    raise NotImplementedError(f"no conflict-free insert for {dialect}")
 
 
 EVENT_COLUMNS = (

@@ -156,9 +156,7 @@ class RemoteAPI:
     page_size: ClassVar[int] = 100
 
     # Registration.
-    def register(
-        self, *, url: str, event_types: Sequence[str], secret: str | None
-    ) -> Registration:
+    def register(self, *, url: str, event_types: Sequence[str], secret: str | None) -> Registration:
         """Create the webhook at the provider. ``secret`` is given where hooklatch makes
         it (GitHub); the provider's own is returned where it makes it (Stripe)."""
         raise NotImplementedError

@@ -13,6 +13,7 @@ from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.bulk_replays import BulkReplayRunner
 from hooklatch.workers.relay.cleanup import Cleanup
 from hooklatch.workers.relay.loop import Relay
+from hooklatch.workers.relay.reconcile import ReconcileRunner
 from hooklatch.workers.relay.sinks import Sink
 from hooklatch.workers.signals import stop_on_signals
 
@@ -33,6 +34,9 @@ def run_relay(runtime: Runtime, sink: Sink) -> None:
     cleanup = Cleanup(runtime)
     cleaning = cleanup.start(stop)
     replaying = BulkReplayRunner(runtime).start(stop)
+    # A run stops between two pages or chunks when the process does (its lease runs out
+    # and the next run resumes from the cursor); not joined below.
+    ReconcileRunner(runtime).start(stop)
     beating = start_heartbeat(runtime, "relay", stop, cleanup.state)
     log.info("relay started")
     Relay(runtime, sink).run(stop)

@@ -1,0 +1,756 @@
+"""A reconcile run: recover the events an endpoint's provider never delivered.
+
+One run per endpoint at a time, across every relay and face: a lease on its
+``reconcile_states`` row, renewed as the run goes, which a killed process loses when it
+runs out. The run asks the provider for what it has since the endpoint's cursor (less an
+overlap, never past the provider's horizon), within a budget of requests and pages,
+waiting out rate limits within a bound. Then:
+
+- *pull*: the events not stored yet are fetched, and stored oldest first by the
+  provider's creation time, in the events table under the same unique key as a delivery
+  (an event that arrives by webhook meanwhile is simply present);
+- *push*: the provider's attempts are grouped by delivery id, and each delivery with no
+  successful attempt and not stored here is redelivered once.
+
+The cursor moves only past what is stored (pull) or was asked for again (push), in the
+transaction that stores it, and only when the listing reached the cursor: a run cut short
+by an error, a budget, a rate limit or a kill leaves it where the next run resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import partial
+from typing import TypeVar, cast
+
+from sqlalchemy import Table, insert, or_, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from hooklatch.crypto import SecretBox
+from hooklatch.db import insert_ignoring_conflict, reconnect_delay
+from hooklatch.endpoints.models import Endpoint
+from hooklatch.endpoints.ordering import OrderingSettings
+from hooklatch.endpoints.service import decrypt_options, endpoint_url, get_endpoint
+from hooklatch.errors import Conflict, MalformedRequest
+from hooklatch.events.models import API, API_CALL, PENDING, Event, OutboxEntry
+from hooklatch.jsontypes import JSONObject
+from hooklatch.logs import one_line
+from hooklatch.ordering.placement import place_event, utc
+from hooklatch.providers.base import Delivery, IncomingEvent, Provider
+from hooklatch.providers.remote import (
+    PULL,
+    RATE_LIMITED,
+    SERVER_ERROR,
+    UNREACHABLE,
+    Attempt,
+    Page,
+    PulledEvent,
+    Quota,
+    RemoteError,
+)
+from hooklatch.reconcile.credentials import Reach, reach
+from hooklatch.reconcile.models import EndpointCredential, ReconcileRun, ReconcileState
+
+log = logging.getLogger(__name__)
+
+# ReconcileRun.status
+RUNNING = "running"
+FINISHED = "finished"
+CUT_SHORT = "cut_short"
+FAILED = "failed"
+INTERRUPTED = "interrupted"
+
+# ReconcileRun.trigger
+SCHEDULE = "schedule"
+TRIGGERS = (SCHEDULE, "cli", "api", "console")
+
+# Nothing is asked for closer to the provider's horizon than this: the provider's clock
+# and ours differ, and a page read a minute later must not reach past it.
+HORIZON_MARGIN = timedelta(minutes=10)
+# Ids kept with a run: what it fetched or redelivered, or would have (a dry run).
+SAMPLE_SIZE = 100
+# Retries of a call the provider failed (5xx, no answer) before the run stops.
+CALL_RETRIES = 2
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ReconcileSettings:
+    overlap: timedelta = timedelta(minutes=10)
+    max_requests: int = 200
+    max_pages: int = 150
+    # Seconds a run may spend waiting out rate limits before it stops (cut short).
+    max_wait: float = 60.0
+    lease: timedelta = timedelta(minutes=2)
+    # A run stops once the provider says this little quota is left (GitHub's 5,000 an
+    # hour are shared with everything else the credential does).
+    quota_reserve: int = 100
+    # Pulled events stored per transaction, each moving the cursor.
+    chunk_size: int = 200
+    # Between two scheduled runs of an endpoint; None: only by hand.
+    interval: timedelta | None = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    trigger: str
+    requested_by: str
+    dry_run: bool = False
+    # Where to start instead of the cursor (still never past the horizon).
+    since: datetime | None = None
+    # pull: every event since, not only those whose delivery has not succeeded.
+    everything: bool = False
+    # Asked for through the admin API or the console and carried out by a relay: the
+    # request is taken off the endpoint with the lease (``request_run``).
+    queued: bool = False
+
+    def as_json(self) -> JSONObject:
+        return {
+            "trigger": self.trigger,
+            "requested_by": self.requested_by,
+            "dry_run": self.dry_run,
+            "since": self.since.isoformat() if self.since else None,
+            "everything": self.everything,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> RunRequest:
+        since = data.get("since")
+        return cls(
+            trigger=str(data.get("trigger") or "api"),
+            requested_by=str(data.get("requested_by") or "?"),
+            dry_run=bool(data.get("dry_run")),
+            since=datetime.fromisoformat(since) if isinstance(since, str) else None,
+            everything=bool(data.get("everything")),
+            queued=True,
+        )
+
+
+class Busy(Conflict):
+    """A reconcile of this endpoint is under way elsewhere."""
+
+    reason = "reconcile_running"
+
+
+class Stop(Exception):
+    """The run ends here, cut short: ``reason`` says why; the next run resumes."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass
+class Tally:
+    """What a run did so far; written to its row as it goes."""
+
+    requests: int = 0
+    pages: int = 0
+    listed: int = 0
+    missing: int = 0
+    present: int = 0
+    fetched: int = 0
+    redeliveries: int = 0
+    api_errors: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    sample: list[str] = field(default_factory=list)
+    error: str | None = None
+    waited: float = 0.0
+
+    def columns(self) -> dict[str, object]:
+        return {
+            "requests": self.requests,
+            "pages": self.pages,
+            "listed": self.listed,
+            "missing": self.missing,
+            "present": self.present,
+            "fetched": self.fetched,
+            "redeliveries": self.redeliveries,
+            "api_errors": self.api_errors,
+            "sample": self.sample or None,
+            "error": self.error,
+        }
+
+
+@dataclass
+class Run:
+    """One run in progress: the endpoint, its provider's API, where it starts."""
+
+    id: int
+    endpoint: Endpoint
+    reach: Reach
+    request: RunRequest
+    since: datetime
+    url: str
+    options: Mapping[str, str]
+    ordering: OrderingSettings
+    tally: Tally = field(default_factory=Tally)
+
+
+def owner_name() -> str:
+    """Who holds a lease: host, process and a random part (two runs in one process)."""
+    return f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Reconciler:
+    def __init__(
+        self,
+        *,
+        session_factory: sessionmaker[Session],
+        box: SecretBox,
+        provider: Callable[[str], Provider],
+        settings: ReconcileSettings,
+        public_url: str,
+        clock: Callable[[], datetime],
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.session_factory = session_factory
+        self.box = box
+        self.provider = provider
+        self.settings = settings
+        self.public_url = public_url
+        self.clock = clock
+        self.sleep = sleep
+        self.owner = owner_name()
+
+    # The run.
+
+    def run(self, endpoint_ref: str, request: RunRequest) -> JSONObject:
+        """Run once now; returns the run as every face shows it (``run_json``). Raises
+        Busy when another run holds the endpoint, NotFound or BadRequest when it cannot
+        reach its provider's API."""
+        run = self._begin(endpoint_ref, request)
+        status, reason = FINISHED, None
+        try:
+            if run.reach.api.family == PULL:
+                self._pull(run)
+            else:
+                self._push(run)
+        except Stop as stop:
+            status, reason = CUT_SHORT, stop.reason
+            run.tally.error = str(stop)
+        except Exception as exc:
+            status, reason = FAILED, "error"
+            run.tally.error = one_line(exc)
+            log.exception("reconcile run %d of %s failed", run.id, run.endpoint.id)
+        return self._finish(run, status, reason)
+
+    def _begin(self, endpoint_ref: str, request: RunRequest) -> Run:
+        now = self.clock()
+        with self.session_factory.begin() as session:
+            endpoint = get_endpoint(session, endpoint_ref)
+            provider = self.provider(endpoint.provider)
+            reached = reach(session, endpoint, provider, box=self.box)
+            state = self._take_lease(session, endpoint.id, now)
+            if request.queued:
+                state.requested = None
+            if request.trigger == SCHEDULE and self.settings.interval is not None:
+                state.next_run_at = now + self.settings.interval
+            session.execute(
+                update(ReconcileRun)
+                .where(ReconcileRun.endpoint_id == endpoint.id, ReconcileRun.status == RUNNING)
+                .values(status=INTERRUPTED, finished_at=now)
+            )
+            floor = now - reached.api.horizon + HORIZON_MARGIN
+            if request.since is not None:
+                wanted = request.since
+            elif state.cursor is not None:
+                wanted = state.cursor - self.settings.overlap
+            else:
+                wanted = endpoint.created_at - self.settings.overlap
+            since = max(wanted, floor)
+            row = ReconcileRun(
+                endpoint_id=endpoint.id,
+                trigger=request.trigger,
+                requested_by=request.requested_by,
+                dry_run=request.dry_run,
+                everything=request.everything,
+                status=RUNNING,
+                started_at=now,
+                since=since,
+                cursor_before=state.cursor,
+            )
+            session.add(row)
+            session.flush()
+            run = Run(
+                id=row.id,
+                endpoint=endpoint,
+                reach=reached,
+                request=request,
+                since=since,
+                url=endpoint_url(self.public_url, endpoint),
+                options=decrypt_options(endpoint.options, self.box),
+                ordering=OrderingSettings(
+                    endpoint.ordering,
+                    endpoint.ordering_dead,
+                    endpoint.hold_seconds,
+                    endpoint.ordering_key_path,
+                ),
+            )
+            session.expunge(endpoint)
+        if wanted < floor:
+            run.tally.error = (
+                f"asked from {wanted.isoformat()}, but the provider's API reaches back only "
+                f"to {floor.isoformat()}: anything it lost before then cannot be recovered"
+            )
+            log.warning("reconcile of %s: %s", endpoint.id, run.tally.error)
+        return run
+
+    def _take_lease(self, session: Session, endpoint_id: str, now: datetime) -> ReconcileState:
+        ensure_state(session, endpoint_id)
+        taken = session.execute(
+            update(ReconcileState)
+            .where(
+                ReconcileState.endpoint_id == endpoint_id,
+                or_(ReconcileState.lease_until.is_(None), ReconcileState.lease_until < now),
+            )
+            .values(lease_owner=self.owner, lease_until=now + self.settings.lease)
+            .returning(ReconcileState.endpoint_id)
+        ).first()
+        state = session.get(ReconcileState, endpoint_id, populate_existing=True)
+        assert state is not None
+        if taken is None:
+            until = state.lease_until.isoformat() if state.lease_until else "?"
+            raise Busy(
+                f"a reconcile of {endpoint_id} is under way ({state.lease_owner}, "
+                f"its lease runs to {until})"
+            )
+        return state
+
+    def _renew(self, run: Run) -> None:
+        """Keep the lease and show the run's progress; Stop if the lease was lost."""
+        now = self.clock()
+        with self.session_factory.begin() as session:
+            kept = session.execute(
+                update(ReconcileState)
+                .where(
+                    ReconcileState.endpoint_id == run.endpoint.id,
+                    ReconcileState.lease_owner == self.owner,
+                )
+                .values(lease_until=now + self.settings.lease)
+                .returning(ReconcileState.endpoint_id)
+            ).first()
+            session.execute(
+                update(ReconcileRun).where(ReconcileRun.id == run.id).values(run.tally.columns())
+            )
+        if kept is None:
+            raise Stop("lease_lost", "another process took over this endpoint's reconcile")
+
+    def _finish(self, run: Run, status: str, reason: str | None) -> JSONObject:
+        now, tally, dry = self.clock(), run.tally, run.request.dry_run
+        with self.session_factory.begin() as session:
+            state = session.get(ReconcileState, run.endpoint.id)
+            row = session.get(ReconcileRun, run.id)
+            assert row is not None
+            row.status, row.stop_reason, row.finished_at = status, reason, now
+            for name, value in tally.columns().items():
+                setattr(row, name, value)
+            if state is not None:
+                row.cursor_after = state.cursor
+                state.requests_total += tally.requests
+                errors = Counter(state.errors_total or {})
+                errors.update(tally.errors)
+                state.errors_total = dict(errors) or None
+                if not dry:
+                    state.runs_total += 1
+                    state.missing_total += tally.missing
+                    state.present_total += tally.present
+                    state.fetched_total += tally.fetched
+                    state.redeliveries_total += tally.redeliveries
+                    if status == FINISHED:
+                        state.last_success_at = now
+                if state.lease_owner == self.owner:
+                    state.lease_owner = state.lease_until = None
+            session.flush()
+            shown = run_json(row)
+        log.info(
+            "reconcile run %d of %s %s%s: %d requests, %d pages, %d listed, %d missing, "
+            "%d present, %d fetched, %d redeliveries, %d API errors",
+            run.id,
+            run.endpoint.id,
+            status,
+            f" ({reason})" if reason else "",
+            tally.requests,
+            tally.pages,
+            tally.listed,
+            tally.missing,
+            tally.present,
+            tally.fetched,
+            tally.redeliveries,
+            tally.api_errors,
+            extra={"endpoint_id": run.endpoint.id},
+        )
+        return shown
+
+    # Calls to the provider, within the budget.
+
+    def _call(self, run: Run, call: Callable[[], T], *, page: bool) -> T:
+        """One API call within the run's budget: rate limits waited out within
+        ``max_wait``, a failing provider tried again a few times, then Stop."""
+        tally, settings = run.tally, self.settings
+        failures = 0
+        while True:
+            if tally.requests >= settings.max_requests:
+                raise Stop(
+                    "budget_requests",
+                    f"the run's budget of {settings.max_requests} requests is spent",
+                )
+            if page and tally.pages >= settings.max_pages:
+                raise Stop(
+                    "budget_pages", f"the run's budget of {settings.max_pages} pages is spent"
+                )
+            tally.requests += 1
+            try:
+                result = call()
+            except RemoteError as exc:
+                tally.api_errors += 1
+                tally.errors[exc.reason] += 1
+                status = f"HTTP {exc.status}, " if exc.status else ""
+                said = f"{exc.reason} ({status}{exc})"
+                log.warning(
+                    "reconcile of %s: the provider's API answered %s",
+                    run.endpoint.id,
+                    said,
+                    extra={"endpoint_id": run.endpoint.id},
+                )
+                failures += 1
+                if exc.reason == RATE_LIMITED:
+                    delay = (
+                        exc.retry_after
+                        if exc.retry_after is not None
+                        else reconnect_delay(failures)
+                    )
+                    if tally.waited + delay > settings.max_wait:
+                        raise Stop(
+                            RATE_LIMITED,
+                            f"rate limited: {said}; waiting {delay:.0f} s more would pass the "
+                            f"run's {settings.max_wait:.0f} s",
+                        ) from None
+                    tally.waited += delay
+                    self.sleep(delay)
+                    self._renew(run)
+                    continue
+                if exc.reason in (SERVER_ERROR, UNREACHABLE) and failures <= CALL_RETRIES:
+                    self.sleep(reconnect_delay(failures))
+                    continue
+                raise Stop(exc.reason, said) from None
+            if page:
+                tally.pages += 1
+            return result
+
+    def _quota(self, run: Run, quota: Quota) -> None:
+        if quota.remaining is not None and quota.remaining <= self.settings.quota_reserve:
+            raise Stop(
+                "quota",
+                f"the provider's quota is down to {quota.remaining} "
+                f"(HOOKLATCH_RECONCILE_QUOTA_RESERVE is {self.settings.quota_reserve})",
+            )
+
+    def _pages(
+        self,
+        run: Run,
+        fetch: Callable[[str | None], Page[T]],
+        *,
+        done: Callable[[Sequence[T]], bool],
+    ) -> tuple[list[T], Stop | None]:
+        """Every page from the first until there is no next one or ``done`` says so;
+        with the Stop that cut the listing short, if one did."""
+        items: list[T] = []
+        token: str | None = None
+        while True:
+            try:
+                page = self._call(run, partial(fetch, token), page=True)
+            except Stop as stop:
+                return items, stop
+            items.extend(page.items)
+            run.tally.listed = len(items)
+            if page.next_token is None or done(page.items):
+                return items, None
+            try:
+                self._quota(run, page.quota)
+                self._renew(run)
+            except Stop as stop:
+                return items, stop
+            token = page.next_token
+
+    # Pull: fetch the events, store the missing ones oldest first.
+
+    def _pull(self, run: Run) -> None:
+        api, started = run.reach.api, self.clock()
+        only_failed = not run.request.everything
+        pulled, cut = self._pages(
+            run,
+            lambda token: api.events_page(since=run.since, only_failed=only_failed, token=token),
+            done=lambda _: False,
+        )
+        unique = {event.external_id: event for event in pulled}
+        ordered = sorted(unique.values(), key=lambda e: (e.created, e.external_id))
+        parsed = [(event, self._parsed(run, event)) for event in ordered]
+        items = [(event, item) for event, item in parsed if item is not None]
+        run.tally.listed = len(items)
+        stored = self._stored_ids(run.endpoint.id, [item.external_id for _, item in items])
+        missing = [(event, item) for event, item in items if item.external_id not in stored]
+        run.tally.missing = len(missing)
+        run.tally.present = len(items) - len(missing)
+        run.tally.sample = [item.external_id for _, item in missing[:SAMPLE_SIZE]]
+        if run.request.dry_run:
+            if cut is not None:
+                raise cut
+            return
+        size = self.settings.chunk_size
+        for start in range(0, len(missing), size):
+            chunk = missing[start : start + size]
+            self._store(run, chunk, cursor=chunk[-1][0].created if cut is None else None)
+            self._renew(run)
+        if cut is not None:
+            raise cut
+        self._advance(run, started)
+
+    def _parsed(self, run: Run, event: PulledEvent) -> IncomingEvent | None:
+        delivery = Delivery("POST", run.url, {}, event.body, run.options)
+        try:
+            found = run.reach.provider.parse(delivery)
+        except MalformedRequest as exc:
+            run.tally.api_errors += 1
+            run.tally.errors["bad_answer"] += 1
+            log.warning(
+                "reconcile of %s: event %s from the provider's API cannot be read (%s)",
+                run.endpoint.id,
+                event.external_id,
+                exc,
+            )
+            return None
+        return found[0] if found else None
+
+    def _stored_ids(self, endpoint_id: str, external_ids: Sequence[str]) -> set[str]:
+        stored: set[str] = set()
+        with self.session_factory() as session:
+            for start in range(0, len(external_ids), 500):
+                part = external_ids[start : start + 500]
+                stored.update(
+                    session.scalars(
+                        select(Event.external_id).where(
+                            Event.endpoint_id == endpoint_id, Event.external_id.in_(part)
+                        )
+                    )
+                )
+        return stored
+
+    def _store(
+        self,
+        run: Run,
+        chunk: Sequence[tuple[PulledEvent, IncomingEvent]],
+        *,
+        cursor: datetime | None,
+    ) -> None:
+        """Store a chunk of pulled events, oldest first, each under a delivery's unique
+        key, with its outbox row where it is due; and move the cursor to the newest of
+        them, in the same transaction. One stored since by webhook is present."""
+        now = self.clock()
+        endpoint, provider = run.endpoint, run.reach.provider
+        with self.session_factory.begin() as session:
+            dialect = session.get_bind().dialect.name
+            statement = insert_ignoring_conflict(
+                dialect, cast(Table, Event.__table__), ["endpoint_id", "external_id", "variant"]
+            ).returning(Event.id, Event.next_attempt_at)
+            due: list[int] = []
+            for event, item in chunk:
+                placed = place_event(
+                    run.ordering, provider, item, headers={}, body=event.body, now=now
+                )
+                new = session.execute(
+                    statement.values(
+                        endpoint_id=endpoint.id,
+                        provider=endpoint.provider,
+                        external_id=item.external_id,
+                        type=item.type,
+                        occurred_at=utc(item.occurred_at),
+                        received_at=now,
+                        status=PENDING,
+                        attempts=0,
+                        next_attempt_at=placed.due_at,
+                        body=event.body,
+                        headers={},
+                        body_sha256=hashlib.sha256(event.body).hexdigest(),
+                        mismatched_duplicates=0,
+                        ordering_key=placed.key,
+                        ordering_position=placed.position,
+                        variant="",
+                        origin=API,
+                        verified_by=API_CALL,
+                    )
+                ).first()
+                if new is None:
+                    run.tally.missing -= 1
+                    run.tally.present += 1
+                    continue
+                run.tally.fetched += 1
+                if placed.due_at <= now:
+                    due.append(new.id)
+            if due:
+                session.execute(
+                    insert(OutboxEntry), [{"event_id": i, "created_at": now} for i in due]
+                )
+            if cursor is not None:
+                self._move_cursor(session, run, cursor)
+
+    def _move_cursor(self, session: Session, run: Run, to: datetime) -> None:
+        session.execute(
+            update(ReconcileState)
+            .where(
+                ReconcileState.endpoint_id == run.endpoint.id,
+                or_(ReconcileState.cursor.is_(None), ReconcileState.cursor < to),
+            )
+            .values(cursor=to)
+        )
+
+    def _advance(self, run: Run, started: datetime) -> None:
+        """The listing reached the cursor and everything it found is stored or asked for:
+        the cursor moves to when the listing began."""
+        with self.session_factory.begin() as session:
+            self._move_cursor(session, run, started)
+
+    # Push: group the attempts by delivery, redeliver what never succeeded.
+
+    def _push(self, run: Run) -> None:
+        api, started, since = run.reach.api, self.clock(), run.since
+        attempts, cut = self._pages(
+            run,
+            lambda token: api.attempts_page(token=token),
+            done=lambda items: bool(items) and min(a.at for a in items) < since,
+        )
+        deliveries: dict[str, list[Attempt]] = {}
+        for attempt in attempts:
+            deliveries.setdefault(attempt.delivery_id, []).append(attempt)
+        run.tally.listed = len(deliveries)
+        failed = {
+            delivery_id: tried
+            for delivery_id, tried in deliveries.items()
+            if not any(a.succeeded for a in tried) and max(a.at for a in tried) >= since
+        }
+        stored = self._stored_ids(run.endpoint.id, list(failed))
+        missing = sorted(
+            (tried for delivery_id, tried in failed.items() if delivery_id not in stored),
+            key=lambda tried: min(a.at for a in tried),
+        )
+        run.tally.present = len(failed) - len(missing)
+        run.tally.missing = len(missing)
+        run.tally.sample = [tried[0].delivery_id for tried in missing[:SAMPLE_SIZE]]
+        if run.request.dry_run:
+            if cut is not None:
+                raise cut
+            return
+        for tried in missing:
+            latest = max(tried, key=lambda a: a.at)
+            self._call(run, partial(api.redeliver, latest.attempt_id), page=False)
+            run.tally.redeliveries += 1
+        if cut is not None:
+            raise cut
+        self._advance(run, started)
+
+
+def run_json(row: ReconcileRun) -> JSONObject:
+    """A run as every face shows it."""
+
+    def when(value: datetime | None) -> str | None:
+        return value.isoformat() if value is not None else None
+
+    return {
+        "id": row.id,
+        "endpoint_id": row.endpoint_id,
+        "trigger": row.trigger,
+        "requested_by": row.requested_by,
+        "dry_run": row.dry_run,
+        "everything": row.everything,
+        "status": row.status,
+        "stop_reason": row.stop_reason,
+        "error": row.error,
+        "started_at": when(row.started_at),
+        "finished_at": when(row.finished_at),
+        "since": when(row.since),
+        "cursor_before": when(row.cursor_before),
+        "cursor_after": when(row.cursor_after),
+        "requests": row.requests,
+        "pages": row.pages,
+        "listed": row.listed,
+        "missing": row.missing,
+        "present": row.present,
+        "fetched": row.fetched,
+        "redeliveries": row.redeliveries,
+        "api_errors": row.api_errors,
+        "sample": list(row.sample or []),
+    }
+
+
+def recent_runs(session: Session, endpoint_id: str, *, limit: int = 20) -> list[JSONObject]:
+    rows = session.scalars(
+        select(ReconcileRun)
+        .where(ReconcileRun.endpoint_id == endpoint_id)
+        .order_by(ReconcileRun.id.desc())
+        .limit(limit)
+    )
+    return [run_json(row) for row in rows]
+
+
+def request_run(session: Session, endpoint: Endpoint, request: RunRequest) -> None:
+    """Ask the relays for a run of this endpoint (the admin API, the console): the next
+    relay step takes it, with the lease. A request made while one waits replaces it."""
+    ensure_state(session, endpoint.id)
+    session.execute(
+        update(ReconcileState)
+        .where(ReconcileState.endpoint_id == endpoint.id)
+        .values(requested=request.as_json())
+    )
+
+
+def due_endpoints(
+    session: Session, *, now: datetime, scheduled: bool
+) -> list[tuple[str, RunRequest]]:
+    """The endpoints a relay should reconcile now, with what to run: a run asked for,
+    else (``scheduled``) one whose next scheduled run is due. Endpoints whose lease is
+    held are left to their holder."""
+    rows = session.execute(
+        select(EndpointCredential.endpoint_id, ReconcileState.requested, ReconcileState.next_run_at)
+        .join(Endpoint, Endpoint.id == EndpointCredential.endpoint_id)
+        .outerjoin(ReconcileState, ReconcileState.endpoint_id == EndpointCredential.endpoint_id)
+        .where(
+            Endpoint.enabled,
+            or_(ReconcileState.lease_until.is_(None), ReconcileState.lease_until < now),
+        )
+        .order_by(EndpointCredential.endpoint_id)
+    ).all()
+    due = []
+    for endpoint_id, requested, next_run_at in rows:
+        if requested:
+            due.append((endpoint_id, RunRequest.from_json(requested)))
+        elif scheduled and (next_run_at is None or next_run_at <= now):
+            due.append((endpoint_id, RunRequest(trigger=SCHEDULE, requested_by="relay")))
+    return due
+
+
+def ensure_state(session: Session, endpoint_id: str) -> None:
+    """The endpoint's reconcile_states row, made if it is missing (by whoever comes first)."""
+    dialect = session.get_bind().dialect.name
+    session.execute(
+        insert_ignoring_conflict(
+            dialect, cast(Table, ReconcileState.__table__), ["endpoint_id"]
+        ).values(
+            endpoint_id=endpoint_id,
+            missing_total=0,
+            present_total=0,
+            fetched_total=0,
+            redeliveries_total=0,
+            requests_total=0,
+            runs_total=0,
+        )
+    )

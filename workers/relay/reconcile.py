@@ -1,0 +1,75 @@
+"""Reconcile in the relays: a thread that, every few seconds, runs what was asked for
+through the admin API or the console, and each endpoint's scheduled run when it is due
+(HOOKLATCH_RECONCILE_INTERVAL_SECONDS), reading back its webhook at the provider too.
+Every relay runs it; an endpoint's lease lets one run at a time (hooklatch.reconcile.runs)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from hooklatch.endpoints.service import endpoint_url, get_endpoint
+from hooklatch.errors import HooklatchError
+from hooklatch.reconcile import hooks
+from hooklatch.reconcile.credentials import reach
+from hooklatch.reconcile.models import ProviderHook
+from hooklatch.reconcile.runs import SCHEDULE, Busy, due_endpoints
+from hooklatch.runtime import Runtime, reconciler
+from hooklatch.workers.relay import background
+
+log = logging.getLogger(__name__)
+
+STEP_SECONDS = 2.0
+
+
+class ReconcileRunner:
+    def __init__(self, runtime: Runtime, *, step_seconds: float = STEP_SECONDS) -> None:
+        self.runtime = runtime
+        self.reconciler = reconciler(runtime)
+        self.step_seconds = step_seconds
+
+    def once(self) -> int:
+        """Run every due endpoint's reconcile, one after the other; returns how many ran."""
+        runtime = self.runtime
+        scheduled = runtime.settings.reconcile_interval_seconds > 0
+        with runtime.session_factory() as session:
+            due = due_endpoints(session, now=runtime.clock(), scheduled=scheduled)
+        ran = 0
+        for endpoint_id, request in due:
+            if request.trigger == SCHEDULE:
+                self.check_hook(endpoint_id)
+            try:
+                self.reconciler.run(endpoint_id, request)
+            except Busy:
+                continue  # another relay or a person's run has it
+            except HooklatchError as exc:
+                log.warning("reconcile of %s cannot start: %s", endpoint_id, exc)
+                continue
+            ran += 1
+        if ran:
+            runtime.wake_dispatcher()  # the embedded dispatcher runs what was fetched now
+        return ran
+
+    def check_hook(self, endpoint_id: str) -> None:
+        """Read back the endpoint's webhook at the provider, noting any drift."""
+        runtime = self.runtime
+        with runtime.session_factory.begin() as session:
+            hook = session.get(ProviderHook, endpoint_id)
+            if hook is None or hook.hook_id is None:
+                return
+            endpoint = get_endpoint(session, endpoint_id)
+            try:
+                reached = reach(
+                    session, endpoint, runtime.provider(endpoint.provider), box=runtime.box
+                )
+            except (HooklatchError, LookupError) as exc:
+                log.warning("the webhook of %s cannot be read back: %s", endpoint_id, exc)
+                return
+            url = endpoint_url(runtime.settings.public_url, endpoint)
+            hooks.check(session, endpoint, reached, url=url, now=runtime.clock())
+
+    def run(self, stop: threading.Event) -> None:
+        background.repeat(stop, self.once, every=self.step_seconds, what="reconcile", logger=log)
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        return background.start("hooklatch-reconcile", self.run, stop)
