@@ -24,8 +24,8 @@ def keys_generate() -> None:
 @click.pass_context
 @friendly
 def keys_rotate(ctx: click.Context) -> None:
-    """Re-encrypt every stored secret, secret option and API credential with the first key, and key the
-    secrets' fingerprints to it; then older keys can be dropped."""
+    """Re-encrypt every stored secret, secret option and API credential with the first
+    key, and key the secrets' fingerprints to it; then older keys can be dropped."""
     from hooklatch import audit
     from hooklatch.endpoints.service import rotate_keys
     from hooklatch.reconcile.credentials import rotate_credentials
