@@ -68,14 +68,22 @@ def register(
             f"endpoint {endpoint.id} is registered already (hook {hook.hook_id})",
             reason="registered_already",
         )
-    secret = generate_secret() if reach.provider.generates_secret else None
+    # Where hooklatch makes the secret (GitHub), the endpoint's own is given to the
+    # provider, else a new one; where the provider makes it (Stripe), it comes back.
+    secret, new = None, False
+    if reach.provider.generates_secret:
+        if endpoint.secrets:
+            secret = box.decrypt(endpoint.secrets[0].ciphertext)
+        else:
+            secret, new = generate_secret(), True
     try:
         made = reach.api.register(url=url, event_types=event_types, secret=secret)
     except RemoteError as exc:
         raise failed(exc, "the registration") from None
-    kept = made.secret or secret
-    if kept:
-        add_secret(session, endpoint, kept, box=box)
+    if made.secret is not None:
+        add_secret(session, endpoint, made.secret, box=box)
+    elif new and secret is not None:
+        add_secret(session, endpoint, secret, box=box)
     hook = place_hook(session, endpoint, reach.place, event_types=list(event_types))
     hook.hook_id = made.hook_id
     hook.registered_at = now
