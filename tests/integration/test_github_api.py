@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from hooklatch.providers.base import Delivery
 from hooklatch.providers.github import GitHubProvider
 from hooklatch.providers.github_api import GitHubAPI
+from hooklatch.providers.github_credentials import app_jwt
 from hooklatch.providers.remote import PUSH, Place, RemoteError
 from tests.support.fake_github import FakeGitHub
 from tests.support.local_http import Receiver
@@ -538,3 +539,84 @@ def test_enterprise_server_reaches_back_seven_days_githubcom_three(api_url, hori
     api = GitHubProvider().remote({"token": TOKEN}, Place(api_url=api_url, scope=SCOPE))
 
     assert (api.family, api.horizon, api.page_size) == (PUSH, horizon, 100)
+
+
+# The fake itself.
+
+DELIVERY_ITEM_FIELDS = {
+    "id",
+    "guid",
+    "delivered_at",
+    "redelivery",
+    "duration",
+    "status",
+    "status_code",
+    "event",
+    "action",
+    "installation_id",
+    "repository_id",
+    "throttled_at",
+}
+RATE_LIMIT_HEADERS = {
+    "x-ratelimit-limit",
+    "x-ratelimit-remaining",
+    "x-ratelimit-reset",
+    "x-ratelimit-used",
+    "x-ratelimit-resource",
+}
+
+
+def test_the_fakes_answers_are_the_objects_of_githubs_description(fake, clock, app_key):
+    """Read by githubkit's models, generated from GitHub's REST API description by a
+    client hooklatch did not write."""
+    from githubkit.compat import type_validate_python
+    from githubkit_schemas.v2026_03_10 import models
+
+    private_key, public_key = app_key
+    fake.add_app("123456", public_key, 4242)
+    repo_hook = fake.add_hook(SCOPE, RECEIVER_URL, secret=SECRET)
+    org_hook = fake.add_hook("orgs/octo-org", RECEIVER_URL, secret=SECRET)
+    fake.record(repo_hook, "guid-1", "issues", {"action": "opened"}, 200, clock.now)
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {TOKEN}"
+
+    def get(path):
+        answer = session.get(fake.url + path, timeout=5)
+        assert {name.lower() for name in answer.headers} >= RATE_LIMIT_HEADERS
+        return answer
+
+    type_validate_python(list[models.Hook], get(f"/{SCOPE}/hooks").json())
+    type_validate_python(models.OrgHook, get(f"/orgs/octo-org/hooks/{org_hook}").json())
+    items = get(f"/{SCOPE}/hooks/{repo_hook}/deliveries").json()
+    type_validate_python(list[models.HookDeliveryItem], items)
+    assert set(items[0]) == DELIVERY_ITEM_FIELDS
+    delivery = get(f"/{SCOPE}/hooks/{repo_hook}/deliveries/{items[0]['id']}").json()
+    type_validate_python(models.HookDelivery, delivery)
+    missing = get(f"/{SCOPE}/hooks/{org_hook}")
+    assert missing.status_code == 404
+    type_validate_python(models.BasicError, missing.json())
+    refused = session.post(f"{fake.url}/{SCOPE}/hooks", json={"config": {}}, timeout=5)
+    assert refused.status_code == 422
+    type_validate_python(models.ValidationError, refused.json())
+    signed = app_jwt(app_credentials(private_key), now=clock.now)
+    issued = requests.post(
+        f"{fake.url}/app/installations/4242/access_tokens",
+        headers={"Authorization": f"Bearer {signed}"},
+        timeout=5,
+    )
+    assert issued.status_code == 201
+    type_validate_python(models.InstallationToken, issued.json())
+
+
+def test_githubs_ping_to_a_new_hook_verifies_with_the_secret_hooklatch_gave(clock, receiver):
+    with FakeGitHub(clock=clock, ping_on_create=True) as fake:
+        fake.add_token(TOKEN)
+        registration = api_for(fake, clock).register(
+            url=receiver.url, event_types=["push"], secret=SECRET
+        )
+
+    (ping,) = receiver.received
+    delivery = Delivery(method="POST", url=receiver.url, headers=ping.headers, body=ping.body)
+    GitHubProvider().verify(delivery, secrets=[SECRET], now=clock.now)
+    assert ping.headers["x-github-event"] == "ping"
+    assert ping.headers["x-github-hook-id"] == registration.hook_id
