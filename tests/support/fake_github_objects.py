@@ -59,7 +59,12 @@ class Delivery:
 
     @property
     def action(self) -> str | None:
-        action = json.loads(self.payload).get("action")
+        """The payload's ``action``, where it is a JSON object that has one."""
+        try:
+            payload = json.loads(self.payload)
+        except ValueError:
+            return None
+        action = payload.get("action") if isinstance(payload, dict) else None
         return action if isinstance(action, str) else None
 
 
@@ -95,6 +100,7 @@ class Problem(Exception):
 
 
 def delivery_item(delivery: Delivery) -> dict[str, Any]:
+    """A ``hook-delivery-item``: an attempt as the deliveries list shows it."""
     return {
         "id": delivery.id,
         "guid": delivery.guid,
