@@ -126,7 +126,9 @@ class FakeGitHub(LocalServer):
         with self.lock:
             self.tokens.pop(token, None)
 
-    def add_app(self, app_id: str | int, public_key_pem: str | bytes, installation_id: int | str):
+    def add_app(
+        self, app_id: str | int, public_key_pem: str | bytes, installation_id: int | str
+    ) -> None:
         """A GitHub App installed once: a JWT signed by its private key (iss = ``app_id``)
         gets installation tokens for ``installation_id``."""
         pem = public_key_pem.decode() if isinstance(public_key_pem, bytes) else public_key_pem
