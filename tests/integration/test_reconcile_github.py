@@ -61,9 +61,7 @@ def redeliver_by_hand(github, hook_id, guid):
     assert answer.status_code == 202
 
 
-def test_twenty_failed_five_redelivered_by_hand_gives_fifteen_redeliveries(
-    runtime, router, github
-):
+def test_twenty_failed_five_redelivered_by_hand_gives_fifteen_redeliveries(runtime, router, github):
     ran = runs_of(router, "github")
     endpoint, hook_id = registered(runtime, github)
     failed = []
@@ -105,7 +103,9 @@ def test_a_second_run_redelivers_nothing_and_a_failed_redelivery_is_asked_again(
 ):
     ran = runs_of(router, "github")
     endpoint, hook_id = registered(runtime, github)
-    lost = [github.deliver(hook_id, "push", {"ref": f"refs/heads/l{n}"}, fail=True) for n in range(3)]
+    lost = [
+        github.deliver(hook_id, "push", {"ref": f"refs/heads/l{n}"}, fail=True) for n in range(3)
+    ]
     [github.deliver(hook_id, "push", {"ref": f"refs/heads/k{n}"}) for n in range(4)]
     run = reconciler(runtime)
     first = run.run(endpoint, RunRequest(trigger="cli", requested_by="test"))
