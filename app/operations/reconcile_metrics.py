@@ -9,7 +9,7 @@ their labels name endpoints.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
@@ -75,18 +75,16 @@ def _last_success(endpoints: Sequence[EndpointSignals]) -> Metric:
 
 
 def _last_status(endpoints: Sequence[EndpointSignals]) -> Metric:
-    status = GaugeMetricFamily(
+    return _states(
         "hooklatch_reconcile_last_run_status",
         "1 for how the endpoint's last ended reconcile (not a dry run) ended, 0 for the "
         "others: finished, cut_short (a budget, a rate limit or an API error stopped it; "
         "the next run resumes), failed, interrupted (its process died).",
-        labels=[*LABELS, "status"],
+        "status",
+        ENDED,
+        endpoints,
+        lambda item: None if item.last_status is None else {item.last_status},
     )
-    for item in endpoints:
-        if item.last_status is not None:
-            for ended in ENDED:
-                status.add_metric([*_labels(item), ended], float(ended == item.last_status))
-    return status
 
 
 def _schedule(endpoints: Sequence[EndpointSignals], interval: float) -> Metric:
@@ -105,18 +103,35 @@ def _schedule(endpoints: Sequence[EndpointSignals], interval: float) -> Metric:
 
 
 def _drift(endpoints: Sequence[EndpointSignals]) -> Metric:
-    drift = GaugeMetricFamily(
+    return _states(
         "hooklatch_provider_webhook_drift",
         "1 for each way the endpoint's webhook at the provider differed from what hooklatch "
         "expects when last read back (disabled, url_changed, event_types_changed, "
         "deleted), 0 for the others; no series for an endpoint without a webhook there.",
-        labels=[*LABELS, "drift"],
+        "drift",
+        DRIFTS,
+        endpoints,
+        lambda item: item.drift,
     )
+
+
+def _states(
+    name: str,
+    documentation: str,
+    label: str,
+    values: Sequence[str],
+    endpoints: Sequence[EndpointSignals],
+    held: Callable[[EndpointSignals], Collection[str] | None],
+) -> Metric:
+    """A series per endpoint and each of ``values``: 1 for those that hold, 0 for the
+    others, so each exists before it changes; none for an endpoint where ``held`` is None."""
+    family = GaugeMetricFamily(name, documentation, labels=[*LABELS, label])
     for item in endpoints:
-        if item.drift is not None:
-            for kind in DRIFTS:
-                drift.add_metric([*_labels(item), kind], float(kind in item.drift))
-    return drift
+        holding = held(item)
+        if holding is not None:
+            for value in values:
+                family.add_metric([*_labels(item), value], float(value in holding))
+    return family
 
 
 def _labels(item: EndpointSignals) -> list[str]:
