@@ -7,20 +7,25 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import delete, event, update
 
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.operations.backlog import BacklogCollector, read_backlog
+from hooklatch.providers.remote import Place
 from hooklatch.reconcile.models import (
     EndpointCredential,
     ProviderHook,
     ReconcileRun,
     ReconcileState,
 )
-from hooklatch.reconcile.runs import ensure_state
+from hooklatch.reconcile.runs import RunRequest, ensure_state
+from hooklatch.services.provider_side import check_webhook, reconcile_now, set_credential
+from tests.support.fake_github import FakeGitHub
 from tests.support.metrics import TOKEN_HEADER, label_values, sample
 from tests.support.pipeline import make_endpoint, wait_for
 from tests.support.series import exported
@@ -342,3 +347,86 @@ def test_the_counters_are_read_on_sqlite_too(settings, tmp_path):
         assert exported(text, SUCCESS, endpoint=endpoint) == SUCCEEDED_AT.timestamp()
     finally:
         runtime.dispose()
+
+
+# End to end: runs of the real reconcile against FakeGitHub, a local server that answers
+# as GitHub's REST API description says, and what the metrics then say.
+
+TOKEN = "ghp_metrics_test_token_0123456789"
+SCOPE = "repos/acme/metrics"
+
+
+@pytest.fixture
+def github(client):
+    """FakeGitHub, its deliveries posted to the app's ingest view."""
+    with FakeGitHub(
+        send=lambda url, headers, body: (
+            client.post(urlsplit(url).path, data=body, headers=dict(headers)).status_code
+        )
+    ) as fake:
+        fake.add_token(TOKEN)
+        yield fake
+
+
+def linked(runtime, github) -> tuple[str, int]:
+    """A GitHub endpoint whose hook someone made at GitHub, linked with a token."""
+    endpoint, [secret] = make_endpoint(runtime, "github", secrets=["gh-metrics-secret"])
+    url = f"{runtime.settings.public_url}/hooks/{endpoint}"
+    hook_id = github.add_hook(SCOPE, url, secret=secret)
+    place = Place(api_url=github.url, scope=SCOPE, hook_id=str(hook_id))
+    set_credential(runtime, endpoint, {"token": TOKEN}, actor="test", place=place)
+    return endpoint, hook_id
+
+
+def reconcile(runtime, endpoint: str, *, dry_run: bool = False) -> dict:
+    request = RunRequest(trigger="cli", requested_by="test", dry_run=dry_run)
+    return reconcile_now(runtime, endpoint, request)
+
+
+def test_runs_against_github_count_what_they_found_and_a_dry_run_only_its_requests(runtime, github):
+    endpoint, hook_id = linked(runtime, github)
+    for n in range(3):
+        github.deliver(hook_id, "push", {"ref": f"refs/heads/lost{n}"}, fail=True)
+    github.deliver(hook_id, "push", {"ref": "refs/heads/kept"})
+
+    dry = reconcile(runtime, endpoint, dry_run=True)
+    assert (dry["status"], dry["missing"]) == ("finished", 3)
+    text = scrape(runtime)
+    assert exported(text, MISSING, endpoint=endpoint) == 0
+    assert exported(text, RUNS, endpoint=endpoint) == 0
+    assert exported(text, "hooklatch_reconcile_requests_total", endpoint=endpoint) == 1
+    assert label_values(text, STATUS, "endpoint") == set()
+    assert sample(text, SUCCESS, endpoint=endpoint) == 0
+
+    run = reconcile(runtime, endpoint)
+    assert (run["status"], run["redeliveries"]) == ("finished", 3)
+    text = scrape(runtime)
+    labels = {"endpoint": endpoint, "provider": "github"}
+    assert exported(text, MISSING, **labels) == 3
+    assert exported(text, "hooklatch_reconcile_redeliveries_total", **labels) == 3
+    assert exported(text, "hooklatch_reconcile_fetched_total", **labels) == 0
+    assert exported(text, RUNS, **labels) == 1
+    assert exported(text, "hooklatch_reconcile_requests_total", **labels) == 1 + 1 + 3
+    assert exported(text, STATUS, status="finished", **labels) == 1
+    assert exported(text, SUCCESS, **labels) > 0
+
+    github.revoke(TOKEN)
+    refused = reconcile(runtime, endpoint)
+    assert (refused["status"], refused["stop_reason"]) == ("cut_short", "unauthorized")
+    text = scrape(runtime)
+    assert exported(text, ERRORS, reason="unauthorized", **labels) == 1
+    assert exported(text, STATUS, status="cut_short", **labels) == 1
+    assert exported(text, STATUS, status="finished", **labels) == 0
+    assert exported(text, MISSING, **labels) == 3
+
+
+def test_a_hook_disabled_at_github_shows_as_drift_once_read_back(runtime, github):
+    endpoint, hook_id = linked(runtime, github)
+    check_webhook(runtime, endpoint)
+    assert exported(scrape(runtime), DRIFT, endpoint=endpoint, drift="disabled") == 0
+
+    github.change_hook(hook_id, active=False)
+    check_webhook(runtime, endpoint)
+    text = scrape(runtime)
+    assert exported(text, DRIFT, endpoint=endpoint, drift="disabled") == 1
+    assert exported(text, DRIFT, endpoint=endpoint, drift="url_changed") == 0
