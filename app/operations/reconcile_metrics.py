@@ -32,8 +32,8 @@ COUNTERS = {
 def reconcile_families(
     endpoints: Sequence[EndpointSignals], *, interval: float
 ) -> Iterator[Metric]:
-    """The families, each exported even with no endpoint (a rule reading it is never
-    silent for want of a series). ``interval``: HOOKLATCH_RECONCILE_INTERVAL_SECONDS."""
+    """The families, each named in the scrape even with no endpoint to report, as every
+    other hooklatch metric is. ``interval``: HOOKLATCH_RECONCILE_INTERVAL_SECONDS."""
     yield from _counters(endpoints)
     yield _last_success(endpoints)
     yield _last_status(endpoints)
