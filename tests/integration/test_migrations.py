@@ -121,20 +121,3 @@ def test_a_release_step_stopped_half_way_through_0014_runs_again_to_the_end():
         finally:
             engine.dispose()
         _assert_upgrades_without_drift(url)
-
-
-def test_a_release_step_stopped_half_way_through_0016_runs_again_to_the_end():
-    """0016 builds its index outside a transaction, then drops the old one: stopped
-    between the two, 0015 is still recorded with both indexes there."""
-    with fresh_database("hooklatch_migrations") as url:
-        command.upgrade(alembic_config(url), "0015")
-        engine = make_engine(url)
-        try:
-            with engine.begin() as connection:
-                connection.exec_driver_sql(
-                    "CREATE INDEX ix_reconcile_runs_endpoint_id_id ON reconcile_runs "
-                    "(endpoint_id, id)"
-                )
-        finally:
-            engine.dispose()
-        _assert_upgrades_without_drift(url)

@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.models import Event
 from hooklatch.providers.remote import Place
-from hooklatch.reconcile.models import ReconcileState
+from hooklatch.reconcile.models import ProviderHook, ReconcileState
 from hooklatch.reconcile.runs import RunRequest
 from hooklatch.runtime import reconciler
 from hooklatch.services.provider_side import NewRegistration, add_registered
@@ -54,7 +54,7 @@ def registered(runtime, fake, *, created_days_ago: float = 0):
                 .where(Endpoint.id == made["id"])
                 .values(created_at=runtime.clock() - timedelta(days=created_days_ago))
             )
-    return made["id"], made["provider_side"]["webhook"]["hook_id"]
+    return made["id"], hook_id_of(runtime, made["id"])
 
 
 def run_now(runtime, endpoint, **request):
@@ -179,3 +179,11 @@ def test_pulled_events_of_an_ordered_endpoint_take_their_key(app, runtime, route
         with runtime.session_factory() as session:
             keys = session.scalars(select(Event.ordering_key)).all()
         assert keys == ["cus_1"] * 3
+
+
+def hook_id_of(runtime, endpoint):
+    """The provider's id of the endpoint's webhook, as stored at registration."""
+    with runtime.session_factory() as session:
+        hook = session.get(ProviderHook, endpoint)
+        assert hook is not None and hook.hook_id is not None
+        return hook.hook_id
