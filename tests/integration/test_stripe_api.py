@@ -225,7 +225,7 @@ def test_a_retry_after_is_read_wherever_stripe_sends_one(fake):
     assert (caught.value.reason, caught.value.retry_after) == (remote.SERVER_ERROR, 2.5)
 
 
-def test_no_answer_is_unreachable_after_one_attempt():
+def test_no_answer_is_unreachable_with_no_status():
     api = StripeAPI(KEY, Place(api_url=f"http://127.0.0.1:{free_port()}"), timeout=2)
 
     with pytest.raises(RemoteError) as caught:
