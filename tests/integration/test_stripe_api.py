@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 import traceback
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import stripe
@@ -22,6 +20,7 @@ from hooklatch.providers.remote import Place, RemoteError
 from hooklatch.providers.stripe import StripeProvider
 from hooklatch.providers.stripe_api import StripeAPI
 from tests.support.fake_stripe import EVENTS_READ, FakeStripe
+from tests.support.local_http import Answer, Incoming, LocalServer
 from tests.support.processes import free_port
 
 KEY = "rk_test_51HhooklatchRestrictedKeyZq9X"
@@ -29,7 +28,7 @@ LAST_4 = KEY[-4:]
 DAY = 24 * 3600
 
 
-class Receiver:
+class Receiver(LocalServer):
     """Where Stripe delivers: checks each delivery with StripeProvider.verify and the
     secret it is given, answers 200, or 400 to a signature that does not verify."""
 
@@ -37,39 +36,17 @@ class Receiver:
         self.secret = ""
         self.refused: list[VerificationError] = []
         self.received: list[bytes] = []
-        receiver = self
+        super().__init__(self._verify)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                delivery = Delivery(
-                    method="POST",
-                    url=receiver.url,
-                    headers={name.lower(): value for name, value in self.headers.items()},
-                    body=body,
-                )
-                try:
-                    StripeProvider().verify(
-                        delivery, secrets=[receiver.secret], now=datetime.now(UTC)
-                    )
-                    receiver.received.append(body)
-                    self.send_response(200)
-                except VerificationError as error:
-                    receiver.refused.append(error)
-                    self.send_response(400)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks/shop"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def _verify(self, incoming: Incoming) -> Answer:
+        delivery = Delivery("POST", self.url, incoming.headers, incoming.body)
+        try:
+            StripeProvider().verify(delivery, secrets=[self.secret], now=datetime.now(UTC))
+        except VerificationError as error:
+            self.refused.append(error)
+            return Answer(400)
+        self.received.append(incoming.body)
+        return Answer(200)
 
 
 @pytest.fixture
@@ -81,9 +58,8 @@ def fake() -> Iterator[FakeStripe]:
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    yield server
-    server.close()
+    with Receiver() as server:
+        yield server
 
 
 def api_for(fake: FakeStripe, hook_id: str | None = None) -> StripeAPI:

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import NamedTuple
 from urllib.parse import parse_qsl, urlsplit
 
@@ -28,6 +27,7 @@ import stripe
 
 from tests.support.fake_stripe_account import API_VERSION, Account, new_id
 from tests.support.fake_stripe_params import ApiError, key_of, masked, nested
+from tests.support.local_http import Answer, Incoming, LocalServer
 
 ACCOUNT = "acct_1FakeStripe0000"
 # A restricted key's permissions (``add_key(permissions=...)``); writing includes reading.
@@ -72,9 +72,9 @@ def signature_header(payload: str, secret: str, timestamp: int) -> str:
     return f"t={timestamp},v1={signed}"
 
 
-class FakeStripe:
-    """Stripe's API on 127.0.0.1 in a thread of its own: ``with FakeStripe() as fake:``,
-    then ``Place(api_url=fake.url)``. A key answers once added (``add_key``)."""
+class FakeStripe(LocalServer):
+    """Stripe's API on 127.0.0.1, serving once made: ``with FakeStripe() as fake:``, then
+    ``Place(api_url=fake.url)``. A key answers once added (``add_key``)."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
@@ -84,32 +84,7 @@ class FakeStripe:
         self._faults: list[_Fault] = []
         self.requests: list[Request] = []
         self.attempts: list[Attempt] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        # Polled often, so that close() returns at once.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_port}"
-
-    def start(self) -> FakeStripe:
-        """Serve from now on (``with`` does it, and ``close`` when it ends)."""
-        self._thread.start()
-        return self
-
-    def __enter__(self) -> FakeStripe:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._thread.is_alive():
-            self._server.shutdown()
-        self._server.server_close()
+        super().__init__(self._serve)
 
     def now(self) -> int:
         return int(self._clock())
@@ -235,7 +210,21 @@ class FakeStripe:
             self._faults.append(_Fault(status, times, retry_after, path_prefix, body))
 
     # The API.
-    def answer(
+    def _serve(self, incoming: Incoming) -> Answer:
+        target = urlsplit(incoming.target)
+        pairs = parse_qsl(target.query, keep_blank_values=True)
+        pairs += parse_qsl(incoming.body.decode("utf-8", "replace"), keep_blank_values=True)
+        status, headers, body = self._answer(
+            incoming.method, target.path, incoming.headers.get("authorization"), pairs
+        )
+        common = {
+            "Content-Type": "application/json",
+            "Request-Id": new_id("req_", 14),
+            "Stripe-Version": API_VERSION,
+        }
+        return Answer(status, body, {**common, **headers})
+
+    def _answer(
         self, method: str, path: str, authorization: str | None, pairs: list[tuple[str, str]]
     ) -> tuple[int, dict[str, str], bytes]:
         """Status, headers and body for one request."""
@@ -285,37 +274,3 @@ class FakeStripe:
             needs = {ENDPOINTS_WRITE}
         if granted is not None and not needs & granted:
             raise ApiError.for_status(403, masked(key), ACCOUNT)
-
-
-def _handler_for(fake: FakeStripe) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def serve(self) -> None:
-            parts = urlsplit(self.path)
-            pairs = parse_qsl(parts.query, keep_blank_values=True)
-            length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                pairs += parse_qsl(self.rfile.read(length).decode(), keep_blank_values=True)
-            status, headers, body = fake.answer(
-                self.command, parts.path, self.headers.get("Authorization"), pairs
-            )
-            self.send_response(status)
-            headers = {
-                "Content-Type": "application/json",
-                "Request-Id": new_id("req_", 14),
-                "Stripe-Version": API_VERSION,
-                "Content-Length": str(len(body)),
-                **headers,
-            }
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(body)
-
-        do_GET = do_POST = do_DELETE = serve
-
-        def log_message(self, format: str, *args: object) -> None:
-            """Quiet: a test says what it checks."""
-
-    return Handler
