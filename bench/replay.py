@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import subprocess
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -38,8 +37,8 @@ import requests
 
 from bench import load
 from bench.plans import Sized, sized
-from bench.procs import ROOT, BenchError, psql, scalar, wait_until
-from bench.scenarios import Bench, Plan, finish, prepared_bench
+from bench.procs import BenchError, psql, scalar, wait_until
+from bench.scenarios import Bench, Plan, finish, head_commit, prepared_bench
 
 REDIS_URL = "redis://127.0.0.1:6379/12"
 HANDLERS = "bench.handlers.paced"
@@ -270,13 +269,6 @@ def summary(figures: dict[str, Any]) -> list[str]:
     ]
 
 
-def _commit() -> str:
-    found = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    )
-    return found.stdout.strip() or "unknown"
-
-
 @click.command()
 @click.option("--smoke", is_flag=True, help="A few hundred events: checks, not figures.")
 def main(smoke: bool) -> None:
@@ -287,7 +279,7 @@ def main(smoke: bool) -> None:
         figures = run(bench, plan)
     results = {
         "date": dt.date.today().isoformat(),
-        "commit": _commit(),
+        "commit": head_commit(),
         "smoke": smoke,
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],

@@ -31,6 +31,7 @@ from bench.procs import (
     ROOT,
     BenchError,
     MemorySampler,
+    Proc,
     Procs,
     flush_redis,
     free_port,
@@ -130,25 +131,33 @@ class Bench:
         relay: bool = True,
         workers: int = 0,
         handlers: str = "",
+        port: int | None = None,
         **env_extra: str,
     ) -> Iterator[tuple[Procs, str]]:
-        """gunicorn (as the Procfile runs it), the relay and workers."""
+        """gunicorn (as the Procfile runs it, on ``port`` or a free one), the relay and
+        workers."""
         env = self.env(HOOKLATCH_HANDLERS=handlers, **env_extra)
-        port = free_port()
+        port = free_port() if port is None else port
         with Procs(self.work_dir) as procs:
             if web:
-                gunicorn = procs.start(
-                    "web",
-                    [str(BIN / "gunicorn"), "wsgi:app", "-c", "gunicorn.conf.py"],
-                    {**env, "HOST": "127.0.0.1", "PORT": str(port)},
-                )
-                wait_http(f"http://127.0.0.1:{port}/healthz", gunicorn)
-                self.web_workers = _wait_children(gunicorn.pid)
+                self.start_web(procs, env, port)
             if relay:
                 procs.start("relay", [str(BIN / "hooklatch"), "relay"], env)
             for n in range(workers):
                 procs.start(f"worker-{n}", [str(BIN / "hooklatch"), "worker"], env)
             yield procs, f"http://127.0.0.1:{port}"
+
+    def start_web(self, procs: Procs, env: dict[str, str], port: int) -> Proc:
+        """gunicorn as the Procfile runs it, on ``port``, once it answers and its workers
+        have started."""
+        gunicorn = procs.start(
+            "web",
+            [str(BIN / "gunicorn"), "wsgi:app", "-c", "gunicorn.conf.py"],
+            {**env, "HOST": "127.0.0.1", "PORT": str(port)},
+        )
+        wait_http(f"http://127.0.0.1:{port}/healthz", gunicorn)
+        self.web_workers = _wait_children(gunicorn.pid)
+        return gunicorn
 
     @contextmanager
     def naive(self, *, enqueue: bool = True) -> Iterator[tuple[Procs, str]]:
@@ -640,6 +649,14 @@ def results_head(smoke: bool, load_before: tuple[float, float, float]) -> dict[s
         "cores": os.cpu_count(),
         "load_average_before": [round(x, 2) for x in load_before],
     }
+
+
+def head_commit() -> str:
+    """The checkout's commit, short; "unknown" outside a git checkout."""
+    found = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    )
+    return found.stdout.strip() or "unknown"
 
 
 def finish(results: dict[str, Any], lines: list[str], *, name: str, smoke: bool) -> None:
