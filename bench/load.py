@@ -102,9 +102,9 @@ def stripe_endpoint(env: dict[str, str], name: str, *, ordering: str | None = No
     return endpoint_id
 
 
-def signed_batch(prefix: str, count: int) -> list[Signed]:
+def signed_batch(prefix: str, count: int, *, secret: str = SECRET) -> list[Signed]:
     stamp = int(time.time())
-    return [sign(f"evt_{prefix}_{n:08d}", now=stamp) for n in range(count)]
+    return [sign(f"evt_{prefix}_{n:08d}", secret=secret, now=stamp) for n in range(count)]
 
 
 def write_requests(path: Path, url_path: str, items: list[Signed]) -> Path:
