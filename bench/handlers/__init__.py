@@ -1,7 +1,8 @@
 """Handlers the benchmarks run (HOOKLATCH_HANDLERS=bench.handlers.noop, bench.handlers.write,
 bench.handlers.record for the chaos scenario, bench.handlers.paced for the replay one,
-bench.handlers.timed for the ordering one), and the tables they write: every one is
-created with `metadata` as a benchmark's database is prepared."""
+bench.handlers.timed for the ordering one, bench.handlers.stamped for the reconcile one),
+and the tables they write: every one is created with `metadata` as a benchmark's database
+is prepared."""
 
 import os
 import time
@@ -64,4 +65,8 @@ timed_runs = handler_runs(
     "bench_timed_runs",
     Column("customer", String(255), nullable=False),
     Column("finished_at", Float, nullable=False),
+)
+# The reconcile scenario's handler (stamped): which event, by its provider's id.
+stamped_runs = handler_runs(
+    "bench_stamped_runs", Column("external_id", String(255), nullable=False)
 )
