@@ -9,6 +9,7 @@
 # make bench-retention: cleanup's rate against ingest's, and a soak (bench/retention.py).
 # make bench-arrivals: events arriving over HTTP while (or before) workers run (bench/arrivals.py).
 # make bench-replay: a bulk replay of 10,000 dead events beside live deliveries (bench/replay.py).
+# make bench-reconcile: 10,000 missing Stripe events fetched beside live ones (bench/reconcile.py).
 # make bench-ordering: unkeyed drain with and without ordering, and a hot key (bench/ordering.py).
 # make bench-memory: the work horse's memory with large bodies, small events' drain (bench/memory.py).
 # make bench-bad-bytes: a flood of NULs in paths: answers and log bytes (bench/bad_bytes.py).
@@ -17,7 +18,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run install install-dev install-bench lock lint fmt test test-install test-deploy docs bench bench-smoke bench-hostile bench-retention bench-arrivals bench-replay bench-ordering bench-memory bench-bad-bytes chaos
+.PHONY: run install install-dev install-bench lock lint fmt test test-install test-deploy docs bench bench-smoke bench-hostile bench-retention bench-arrivals bench-replay bench-reconcile bench-ordering bench-memory bench-bad-bytes chaos
 
 $(BIN)/python:
 	@echo "making $(VENV)"
@@ -150,6 +151,7 @@ bench-smoke: install-bench
 	$(BIN)/python -m bench.retention --smoke
 	$(BIN)/python -m bench.arrivals --smoke
 	$(BIN)/python -m bench.replay --smoke
+	$(BIN)/python -m bench.reconcile --smoke
 	$(BIN)/python -m bench.ordering --smoke
 	$(BIN)/python -m bench.memory --smoke
 	$(BIN)/python -m bench.bad_bytes --smoke
@@ -170,6 +172,11 @@ bench-arrivals: install-bench
 # A bulk replay of dead events while deliveries keep arriving (docs/benchmarks.md).
 bench-replay: install-bench
 	$(BIN)/python -m bench.replay
+
+# A reconcile of 10,000 Stripe events that never arrived, fetched from a local server that
+# answers as Stripe's API does, while live deliveries keep arriving (docs/benchmarks.md).
+bench-reconcile: install-bench
+	$(BIN)/python -m bench.reconcile
 
 # Per-entity ordering: unkeyed outage drains against the last commit before it (in a git
 # worktree), and one key's 1,000 events against its handler's speed (docs/benchmarks.md).
