@@ -77,18 +77,19 @@ def registered_lines(runtime: Runtime, data: Mapping[str, Any]) -> list[str]:
     """An endpoint just registered with its provider (``endpoint_with_provider_side``)."""
     provider, side = data["provider"], data["provider_side"]
     webhook = side["webhook"]
+    seen = webhook["seen"]
     fingerprints = ", ".join(s["fingerprint"] for s in data["secrets"]) or "none"
     made = (
-        "hooklatch made it and gave it to"
+        f"hooklatch made and gave {provider}"
         if runtime.provider(provider).generates_secret
-        else "it is the one returned by"
+        else f"{provider} returned"
     )
+    state = "enabled" if seen["enabled"] else "DISABLED"
     lines = [
         f"endpoint {data['id']} ({provider}, {printable(data['name'])})",
-        f"URL: {data['url']}",
-        f"registered: {webhook_line(provider, webhook)}",
-        f"signing secret: stored, fingerprint {fingerprints}; {made} {provider}, and it is "
-        "never shown",
+        f"registered with {provider}: {printable(webhook['hook_id'])} for "
+        f"{printable(seen['url'] or data['url'])} ({_types(seen['event_types'])}), {state}",
+        f"the signing secret {made} is stored (fingerprint {fingerprints}); it is never shown",
         credential_line(side["credential"]),
     ]
     return lines + drift_lines(webhook)
