@@ -133,22 +133,24 @@ def _seen(hook: ProviderHook, seen: Registration, *, url: str, now: datetime) ->
 
 
 def unregister(session: Session, endpoint: Endpoint, reach: Reach) -> bool:
-    """Delete the webhook at the provider; False when it was gone already."""
+    """Delete the webhook at the provider; False when it was gone already. Either way the
+    endpoint has no webhook at its provider after, and may be registered again."""
     hook = session.get(ProviderHook, endpoint.id)
     if hook is None or hook.hook_id is None:
         raise BadRequest(
             f"endpoint {endpoint.id} has no webhook at its provider", reason="not_registered"
         )
+    existed = True
     try:
         reach.api.unregister()
     except RemoteError as exc:
         if exc.reason != NOT_FOUND:
             raise failed(exc, "the removal") from None
-        return False
+        existed = False
     hook.hook_id = None
     hook.drift = None
     session.flush()
-    return True
+    return existed
 
 
 def described(hook: ProviderHook | None) -> JSONObject | None:
