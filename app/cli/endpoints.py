@@ -105,8 +105,16 @@ def endpoints_add(
     for key in sorted(plugin.secret_options - given.keys()):
         given[key] = prompt_secret(f"{provider} {key} (input hidden)")
     if register:
-        place = Place(api_url=api_url, scope=scope)
-        add_registered(runtime, plugin, name, given, event_types, place, credential_file, as_json)
+        add_registered(
+            runtime,
+            plugin,
+            name=name,
+            options=given,
+            event_types=event_types,
+            place=Place(api_url=api_url, scope=scope),
+            file=credential_file,
+            as_json=as_json,
+        )
         return
     with runtime.session_factory.begin() as session:
         endpoint, plain = create_endpoint(

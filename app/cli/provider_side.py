@@ -128,6 +128,7 @@ def shown_side(runtime: Runtime, endpoint_ref: str) -> dict[str, Any]:
 def add_registered(
     runtime: Runtime,
     provider: Provider,
+    *,
     name: str,
     options: Mapping[str, str],
     event_types: Sequence[str],
