@@ -115,6 +115,9 @@ class PulledEvent:
     created: datetime
     # The event's id, for counting and logs (parse gives the stored one).
     external_id: str
+    # Headers as the delivery would have carried them, where ``parse`` reads the id or
+    # type from one (lower-case names); none for Stripe, whose body holds both.
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

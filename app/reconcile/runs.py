@@ -517,7 +517,7 @@ class Reconciler:
         self._advance(run, started)
 
     def _parsed(self, run: Run, event: PulledEvent) -> IncomingEvent | None:
-        delivery = Delivery("POST", run.url, {}, event.body, run.options)
+        delivery = Delivery("POST", run.url, dict(event.headers), event.body, run.options)
         try:
             found = run.reach.provider.parse(delivery)
         except MalformedRequest as exc:
@@ -565,8 +565,9 @@ class Reconciler:
             ).returning(Event.id, Event.next_attempt_at)
             due: list[int] = []
             for event, item in chunk:
+                headers = dict(event.headers)
                 placed = place_event(
-                    run.ordering, provider, item, headers={}, body=event.body, now=now
+                    run.ordering, provider, item, headers=headers, body=event.body, now=now
                 )
                 new = session.execute(
                     statement.values(
@@ -580,7 +581,7 @@ class Reconciler:
                         attempts=0,
                         next_attempt_at=placed.due_at,
                         body=event.body,
-                        headers={},
+                        headers=headers,
                         body_sha256=hashlib.sha256(event.body).hexdigest(),
                         mismatched_duplicates=0,
                         ordering_key=placed.key,
