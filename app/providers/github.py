@@ -19,8 +19,11 @@ from urllib.parse import parse_qs
 from hooklatch.errors import MalformedRequest
 from hooklatch.jsontypes import JSON
 from hooklatch.providers.base import Delivery, IncomingEvent, Provider, require_header
+from hooklatch.providers.github_api import remote_api
+from hooklatch.providers.github_credentials import CREDENTIAL_FIELDS, check_credentials
 from hooklatch.providers.keys import KeyedEvent, dotted, key_text, position_of
 from hooklatch.providers.parsing import json_object, load_json, occurred_at
+from hooklatch.providers.remote import Place, RemoteAPI
 from hooklatch.providers.signing import check_signatures, hmac_hex
 
 SIGNATURE = "X-Hub-Signature-256"
@@ -70,6 +73,8 @@ class GitHubProvider(Provider):
     # GitHub does not retry; a person may redeliver for three days.
     retry_window = timedelta(days=3)
     generates_secret = True
+    # A token, or a GitHub App's three fields (hooklatch.providers.github_credentials).
+    credential_fields = CREDENTIAL_FIELDS
 
     def verify(self, delivery: Delivery, *, secrets: Sequence[str], now: datetime) -> None:
         signature = require_header(delivery, SIGNATURE, prefix=PREFIX)
@@ -119,6 +124,12 @@ class GitHubProvider(Provider):
         if "payload" not in fields:
             raise MalformedRequest("form body has no payload field", reason="malformed_body")
         return fields["payload"][0].encode()
+
+    def check_credentials(self, values: Mapping[str, str]) -> dict[str, str]:
+        return check_credentials(values)
+
+    def remote(self, credentials: Mapping[str, str], place: Place) -> RemoteAPI:
+        return remote_api(credentials, place)
 
     def sign(self, delivery: Delivery, *, secret: str, now: datetime) -> dict[str, str]:
         return {SIGNATURE: _signature(secret, delivery.body)}
