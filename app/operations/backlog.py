@@ -1,6 +1,7 @@
 """The gauges read from the database for /metrics: outbox rows waiting and the age of the
 oldest, pending and dead events, blocked ordering keys, relays and workers alive (by
-heartbeat).
+heartbeat); and, where the scrape needs the token (the web's), each endpoint's reconcile
+(hooklatch.operations.reconcile_metrics), whose labels name endpoints.
 
 A scrape never waits for these queries: it is answered from the last values read, and
 when they are older than HOOKLATCH_METRICS_CACHE_SECONDS it starts one refresh in the
@@ -20,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import case, func, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -27,7 +29,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from hooklatch.db import READ_ONLY
 from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
 from hooklatch.operations.models import Heartbeat
+from hooklatch.operations.reconcile_metrics import reconcile_families
 from hooklatch.ordering.service import count_blocked
+from hooklatch.reconcile.signals import EndpointSignals, read_signals
 from hooklatch.runtime import Runtime
 from hooklatch.settings import Settings
 
@@ -64,11 +68,13 @@ class Backlog:
     events_dead: int
     alive: dict[str, int]
     blocked_keys: int = 0
+    reconcile: tuple[EndpointSignals, ...] = ()
 
 
-def read_backlog(runtime: Runtime) -> Backlog:
+def read_backlog(runtime: Runtime, *, per_endpoint: bool = False) -> Backlog:
     """Small queries on indexed columns, the heartbeats (a row per process) and the keyed
-    pending events (a partial index), in one reading transaction."""
+    pending events (a partial index), in one reading transaction; with ``per_endpoint``,
+    one more for the reconcile of each endpoint with a credential."""
     now = runtime.clock()
     every = runtime.settings.heartbeat_seconds
     connection = runtime.engine.connect().execution_options(**{READ_ONLY: True})
@@ -88,6 +94,7 @@ def read_backlog(runtime: Runtime) -> Backlog:
         )
         beats = connection.execute(select(Heartbeat.kind, Heartbeat.beat_at, Heartbeat.state)).all()
         blocked = count_blocked(connection)
+        reconcile = tuple(read_signals(connection)) if per_endpoint else ()
     alive = {kind: 0 for kind in kinds(runtime.settings)}
     for kind, beat_at, state in beats:
         if kind in alive and beat_alive(beat_at, state, now, every):
@@ -99,14 +106,17 @@ def read_backlog(runtime: Runtime) -> Backlog:
         events_dead=int(statuses.get(DEAD, 0)),
         alive=alive,
         blocked_keys=blocked,
+        reconcile=reconcile,
     )
 
 
 class BacklogCollector(Collector):
-    """The database gauges, cached; one refresh at a time, in the background."""
+    """The database gauges, cached; one refresh at a time, in the background. With
+    ``per_endpoint``, the reconcile's metrics too: only behind the web's token."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, *, per_endpoint: bool = False) -> None:
         self.runtime = runtime
+        self.per_endpoint = per_endpoint
         self._lock = threading.Lock()
         self._values: Backlog | None = None
         self._read_at = 0.0  # monotonic time of the last successful read
@@ -118,7 +128,7 @@ class BacklogCollector(Collector):
     def describe(self) -> list[GaugeMetricFamily]:
         return []  # nothing to read at registration
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         self._refresh_if_due()
         with self._lock:
             values, up, read_at = self._values, self._up, self._read_at
@@ -164,6 +174,9 @@ class BacklogCollector(Collector):
         for kind, count in values.alive.items():
             alive.add_metric([kind], count)
         yield alive
+        if self.per_endpoint:
+            interval = self.runtime.settings.reconcile_interval_seconds
+            yield from reconcile_families(values.reconcile, interval=interval)
 
     def _refresh_if_due(self) -> None:
         now = time.monotonic()
@@ -181,7 +194,7 @@ class BacklogCollector(Collector):
     def _refresh(self) -> None:
         values: Backlog | None = None
         try:
-            values = read_backlog(self.runtime)
+            values = read_backlog(self.runtime, per_endpoint=self.per_endpoint)
         except SQLAlchemyError as exc:
             if not self._failing:  # one line per outage, not per refresh
                 log.warning("metrics: reading the database gauges failed: %s", type(exc).__name__)

@@ -31,7 +31,7 @@ def init_app(app: Flask, runtime: Runtime) -> None:
     """Serve /metrics on ``app``; the tokens it accepts are fixed here, at start."""
     tokens = [runtime.settings.metrics_token or "", runtime.settings.admin_token or ""]
     app.extensions["hooklatch.metrics"] = (
-        collectors(BacklogCollector(runtime)),
+        collectors(BacklogCollector(runtime, per_endpoint=True)),
         [token for token in tokens if token],
     )
     app.register_blueprint(bp)

@@ -5,7 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Integer, LargeBinary, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from hooklatch.db import Base, UTCDateTime, utcnow
@@ -91,11 +101,14 @@ class ReconcileRun(Base):
     """One reconcile of one endpoint: what it asked the provider, found and did."""
 
     __tablename__ = "reconcile_runs"
+    __table_args__ = (
+        # An endpoint's runs newest first, found at once: its latest runs (the faces) and
+        # its last one that ended (the metrics, at every read of the database gauges).
+        Index("ix_reconcile_runs_endpoint_id_id", "endpoint_id", "id"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    endpoint_id: Mapped[str] = mapped_column(
-        ForeignKey("endpoints.id", ondelete="CASCADE"), index=True
-    )
+    endpoint_id: Mapped[str] = mapped_column(ForeignKey("endpoints.id", ondelete="CASCADE"))
     trigger: Mapped[str] = mapped_column(String(16))  # schedule | cli | api | console
     requested_by: Mapped[str] = mapped_column(String(200))
     dry_run: Mapped[bool] = mapped_column(Boolean, default=False)

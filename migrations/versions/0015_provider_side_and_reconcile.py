@@ -115,11 +115,12 @@ def upgrade() -> None:
         _endpoint_key("reconcile_runs"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_reconcile_runs")),
     )
-    op.create_index(op.f("ix_reconcile_runs_endpoint_id"), "reconcile_runs", ["endpoint_id"])
+    # An endpoint's newest runs (the faces, and the metrics' last run of each) at once.
+    op.create_index("ix_reconcile_runs_endpoint_id_id", "reconcile_runs", ["endpoint_id", "id"])
 
 
 def downgrade() -> None:
-    op.drop_index(op.f("ix_reconcile_runs_endpoint_id"), table_name="reconcile_runs")
+    op.drop_index("ix_reconcile_runs_endpoint_id_id", table_name="reconcile_runs")
     op.drop_table("reconcile_runs")
     op.drop_table("reconcile_states")
     op.drop_table("provider_hooks")

@@ -20,7 +20,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "alerts_test.yml"
 def test_alert_rules_are_valid():
     checked = run_promtool("check", "rules", str(RULES))
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "10 rules found" in checked.stdout
+    assert "13 rules found" in checked.stdout
 
 
 def test_every_alert_fires_on_its_fixture_series():
@@ -36,9 +36,9 @@ def test_every_alert_fires_on_its_fixture_series():
 
 
 def test_the_rules_name_only_series_and_outcomes_that_hooklatch_exports(client, runtime):
-    """A metric or a refusal reason renamed in the code would leave a rule silent for ever:
-    every hooklatch_ series the rules read is in a real scrape, and every outcome they
-    match is a reason the code gives."""
+    """A metric or a reason renamed in the code would leave a rule silent for ever: every
+    hooklatch_ series the rules read is in a real scrape, and every outcome, reason or
+    status they match is a word the code gives."""
     endpoint, _ = make_endpoint(runtime)
     deliver(client, endpoint, "evt_alerts")
     github, _ = make_endpoint(runtime, "github", secrets=["gh-secret"])
@@ -62,8 +62,10 @@ def test_the_rules_name_only_series_and_outcomes_that_hooklatch_exports(client, 
     assert series and series <= scraped, series - scraped
 
     source = "\n".join(path.read_text() for path in (ROOT / "app").rglob("*.py"))
-    outcomes = {
-        value for match in re.findall(r'outcome=~?"([^"]+)"', rules) for value in match.split("|")
+    words = {
+        value
+        for match in re.findall(r'(?:outcome|reason|status)[=!][=~]?"([^"]+)"', rules)
+        for value in match.split("|")
     }
-    assert {"bad_signature", "store_unavailable"} <= outcomes
-    assert all(f'"{value}"' in source for value in outcomes), outcomes
+    assert {"bad_signature", "store_unavailable", "unauthorized", "finished"} <= words
+    assert all(f'"{value}"' in source for value in words), words

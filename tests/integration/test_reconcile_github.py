@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from hooklatch.events.models import Event
 from hooklatch.providers.remote import Place
-from hooklatch.reconcile.models import ReconcileState
+from hooklatch.reconcile.models import ProviderHook, ReconcileState
 from hooklatch.reconcile.runs import RunRequest
 from hooklatch.runtime import reconciler
 from hooklatch.services.provider_side import NewRegistration, add_registered
@@ -47,7 +47,7 @@ def registered(runtime, github):
         place=Place(api_url=github.url, scope=SCOPE),
     )
     made = add_registered(runtime, new, actor="test")
-    return made["id"], int(made["provider_side"]["webhook"]["hook_id"])
+    return made["id"], int(hook_id_of(runtime, made["id"]))
 
 
 def redeliver_by_hand(github, hook_id, guid):
@@ -61,9 +61,7 @@ def redeliver_by_hand(github, hook_id, guid):
     assert answer.status_code == 202
 
 
-def test_twenty_failed_five_redelivered_by_hand_gives_fifteen_redeliveries(
-    runtime, router, github
-):
+def test_twenty_failed_five_redelivered_by_hand_gives_fifteen_redeliveries(runtime, router, github):
     ran = runs_of(router, "github")
     endpoint, hook_id = registered(runtime, github)
     failed = []
@@ -105,7 +103,9 @@ def test_a_second_run_redelivers_nothing_and_a_failed_redelivery_is_asked_again(
 ):
     ran = runs_of(router, "github")
     endpoint, hook_id = registered(runtime, github)
-    lost = [github.deliver(hook_id, "push", {"ref": f"refs/heads/l{n}"}, fail=True) for n in range(3)]
+    lost = [
+        github.deliver(hook_id, "push", {"ref": f"refs/heads/l{n}"}, fail=True) for n in range(3)
+    ]
     [github.deliver(hook_id, "push", {"ref": f"refs/heads/k{n}"}) for n in range(4)]
     run = reconciler(runtime)
     first = run.run(endpoint, RunRequest(trigger="cli", requested_by="test"))
@@ -146,3 +146,11 @@ def test_a_dry_run_says_what_it_would_redeliver_and_changes_nothing(runtime, git
     with runtime.session_factory() as session:
         state = session.get(ReconcileState, endpoint)
         assert state is not None and state.cursor is None and state.missing_total == 0
+
+
+def hook_id_of(runtime, endpoint):
+    """The provider's id of the endpoint's webhook, as stored at registration."""
+    with runtime.session_factory() as session:
+        hook = session.get(ProviderHook, endpoint)
+        assert hook is not None and hook.hook_id is not None
+        return hook.hook_id

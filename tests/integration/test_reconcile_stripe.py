@@ -1,0 +1,189 @@
+"""Reconcile against Stripe (pull): events whose delivery never succeeded are listed since
+the cursor, fetched, and stored oldest first under the delivery's unique key, then run
+like any other. Against FakeStripe, a local server that answers as Stripe's API
+description says and delivers as Stripe does, to the app served over HTTP."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select, update
+
+from hooklatch.endpoints.models import Endpoint
+from hooklatch.events.models import Event
+from hooklatch.providers.remote import Place
+from hooklatch.reconcile.models import ProviderHook, ReconcileState
+from hooklatch.reconcile.runs import RunRequest
+from hooklatch.runtime import reconciler
+from hooklatch.services.provider_side import NewRegistration, add_registered
+from tests.support.fake_stripe import FakeStripe
+from tests.support.live_app import served
+from tests.support.pipeline import drain, runs_of
+
+KEY = "rk_test_reconcile_0123456789abcdef"
+WRONG_SECRET = "whsec_not_the_one_stripe_holds"
+
+
+@contextmanager
+def stripe_and_app(app, runtime):
+    """FakeStripe, and the app served over HTTP at the public URL the endpoint registers."""
+    with served(app) as url, FakeStripe() as fake:
+        runtime.settings = replace(runtime.settings, public_url=url)
+        fake.add_key(KEY)
+        yield fake
+
+
+def registered(runtime, fake, *, created_days_ago: float = 0):
+    new = NewRegistration(
+        provider="stripe",
+        name="billing",
+        credential={"api_key": KEY},
+        event_types=["invoice.paid", "customer.updated"],
+        place=Place(api_url=fake.url),
+    )
+    made = add_registered(runtime, new, actor="test")
+    if created_days_ago:
+        with runtime.session_factory.begin() as session:
+            session.execute(
+                update(Endpoint)
+                .where(Endpoint.id == made["id"])
+                .values(created_at=runtime.clock() - timedelta(days=created_days_ago))
+            )
+    return made["id"], hook_id_of(runtime, made["id"])
+
+
+def run_now(runtime, endpoint, **request):
+    return reconciler(runtime).run(
+        endpoint, RunRequest(trigger="cli", requested_by="test", **request)
+    )
+
+
+def events_requests(fake):
+    return [r for r in fake.requests if r.method == "GET" and r.path == "/v1/events"]
+
+
+def test_a_thousand_events_120_missing_each_run_once(app, runtime, router):
+    """1,000 events: 100 never reached hooklatch, 50 arrived twice, 20 were refused for a
+    wrong secret. One reconcile finds the 120 missing; every event then runs once."""
+    ran = runs_of(router, "stripe")
+    with stripe_and_app(app, runtime) as fake:
+        # An endpoint older than Stripe's horizon: its first run would start before it.
+        endpoint, hook = registered(runtime, fake, created_days_ago=45)
+        now = fake.now()
+        created = sorted(now - random.randint(1800, 2 * 86400) for _ in range(1000))
+        events = [
+            fake.create_event("invoice.paid", {"id": f"in_{n}", "object": "invoice"}, stamp)
+            for n, stamp in enumerate(created)
+        ]
+        order = list(range(1000))
+        random.shuffle(order)
+        never, twice, refused = order[:100], order[100:150], order[150:170]
+        for n, event in enumerate(events):
+            if n in never:
+                continue
+            if n in refused:
+                assert fake.deliver(event["id"], hook, secret=WRONG_SECRET) == 400
+                continue
+            assert fake.deliver(event["id"], hook) == 200
+            if n in twice:
+                assert fake.deliver(event["id"], hook) == 200
+        drain(runtime)
+        assert len(ran) == 880
+
+        run = run_now(runtime, endpoint)
+
+        assert run["status"] == "finished", run
+        assert (run["missing"], run["fetched"], run["present"]) == (120, 120, 0)
+        listed = events_requests(fake)
+        assert run["requests"] == run["pages"] == len(listed) == 2  # 120 events, 100 a page
+        horizon = now - 30 * 86400
+        assert all(int(r.params["created[gte]"]) >= horizon for r in listed)
+        assert all(r.params.get("delivery_success") == "false" for r in listed)
+        drain(runtime)
+        assert len(ran) == 1000
+        assert set(Counter(ran).values()) == {1}
+        with runtime.session_factory() as session:
+            fetched = session.execute(
+                select(Event.external_id, Event.origin, Event.verified_by)
+                .where(Event.origin == "api")
+                .order_by(Event.id)
+            ).all()
+            state = session.get(ReconcileState, endpoint)
+        missing_ids = {events[n]["id"] for n in never + refused}
+        assert {row.external_id for row in fetched} == missing_ids
+        assert {(row.origin, row.verified_by) for row in fetched} == {("api", "api_call")}
+        # Stored oldest first by Stripe's creation time.
+        by_id = {event["id"]: event["created"] for event in events}
+        stamps = [by_id[row.external_id] for row in fetched]
+        assert stamps == sorted(stamps)
+        assert run["error"] and "cannot be recovered" in run["error"]  # the clamp, said
+        assert state is not None and state.cursor is not None
+
+        second = run_now(runtime, endpoint)
+        assert (second["missing"], second["fetched"], second["status"]) == (0, 0, "finished")
+        [again] = events_requests(fake)[2:]
+        overlap = runtime.settings.reconcile_overlap_seconds
+        assert int(again.params["created[gte]"]) == int(state.cursor.timestamp() - overlap)
+        assert second["pages"] == 1 and second["listed"] == 0
+
+
+def test_everything_lists_delivered_events_too_and_finds_them_present(app, runtime, router):
+    with stripe_and_app(app, runtime) as fake:
+        endpoint, hook = registered(runtime, fake)
+        kept = fake.create_event("invoice.paid", {"id": "in_kept"}, fake.now() - 600)
+        lost = fake.create_event("invoice.paid", {"id": "in_lost"}, fake.now() - 300)
+        assert fake.deliver(kept["id"], hook) == 200
+        # Stripe says it was delivered, but hooklatch lost it (a database restored from a
+        # backup): only a run of every event finds it.
+        with runtime.session_factory.begin() as session:
+            session.execute(
+                update(Event).where(Event.external_id == kept["id"]).values(external_id="evt_gone")
+            )
+        only_failed = run_now(runtime, endpoint)
+        assert (only_failed["listed"], only_failed["missing"]) == (1, 1)
+        since = runtime.clock() - timedelta(hours=1)
+        everything = run_now(runtime, endpoint, everything=True, since=since)
+        assert everything["missing"] == 1 and everything["present"] == 1
+        assert lost["id"] in only_failed["sample"] and kept["id"] in everything["sample"]
+
+
+def test_a_dry_run_says_what_it_would_fetch_and_changes_nothing(app, runtime):
+    with stripe_and_app(app, runtime) as fake:
+        endpoint, _ = registered(runtime, fake)
+        lost = fake.create_event("invoice.paid", {"id": "in_1"}, fake.now() - 60)
+        run = run_now(runtime, endpoint, dry_run=True)
+        assert (run["missing"], run["fetched"], run["sample"]) == (1, 0, [lost["id"]])
+        with runtime.session_factory() as session:
+            assert session.scalars(select(Event.id)).all() == []
+            state = session.get(ReconcileState, endpoint)
+            assert state is not None and state.cursor is None and state.missing_total == 0
+
+
+@pytest.mark.parametrize("ordering", ["fifo"])
+def test_pulled_events_of_an_ordered_endpoint_take_their_key(app, runtime, router, ordering):
+    from tests.support.pipeline import configure_ordering
+
+    with stripe_and_app(app, runtime) as fake:
+        endpoint, _ = registered(runtime, fake)
+        configure_ordering(runtime, endpoint, policy=ordering)
+        for n in range(3):
+            fake.create_event(
+                "invoice.paid", {"id": f"in_{n}", "customer": "cus_1"}, fake.now() - 100 + n
+            )
+        run_now(runtime, endpoint)
+        with runtime.session_factory() as session:
+            keys = session.scalars(select(Event.ordering_key)).all()
+        assert keys == ["cus_1"] * 3
+
+
+def hook_id_of(runtime, endpoint):
+    """The provider's id of the endpoint's webhook, as stored at registration."""
+    with runtime.session_factory() as session:
+        hook = session.get(ProviderHook, endpoint)
+        assert hook is not None and hook.hook_id is not None
+        return hook.hook_id
