@@ -7,26 +7,42 @@ or audit row."""
 from __future__ import annotations
 
 import json
+import logging
+from collections import Counter
+from datetime import datetime, timedelta
 
 import pytest
 
+from hooklatch.workers.relay.reconcile import ReconcileRunner
 from tests.support.database import count
-from tests.support.openapi import Described, DescribedClient
-from tests.support.pipeline import deliver, make_endpoint
-from tests.support.tokens import AUTH
+from tests.support.pipeline import deliver, drain, make_endpoint, runs_of
+from tests.support.tokens import GITHUB_TOKEN as TOKEN
+
+OTHER_TOKEN = "ghp_admin_api_rotated_token_9876543210"
+SCOPE = "repos/acme/shop"
 
 # A provider hooklatch cannot reach the API of.
 NO_API = "linear"
 
 
-@pytest.fixture
-def described():
-    return Described()
+def register_body(github, name="shop", **more):
+    credential = {"token": more.pop("token", TOKEN)}
+    place = {"api_url": github.url, "scope": SCOPE}
+    return {
+        "provider": "github",
+        "name": name,
+        "register": {"credential": credential, **place},
+        **more,
+    }
 
 
-@pytest.fixture
-def api(client, described):
-    return DescribedClient(client, described, AUTH)
+def registered(api, github, name="shop", event_types=("push", "issues")):
+    """A GitHub endpoint added and registered with FakeGitHub in one call; its hook id."""
+    body = register_body(github, name)
+    body["register"]["event_types"] = list(event_types)
+    answer = api.post("/admin/endpoints", json=body)
+    assert answer.status_code == 201, answer.json
+    return answer.json, answer.json["provider_side"]["webhook"]["hook_id"]
 
 
 def audit_text(runtime) -> str:
@@ -42,7 +58,13 @@ def test_an_endpoint_without_a_provider_side_shows_it_empty(api, runtime):
     stored = api.get("/admin/endpoints/issues/provider-side").json
     runs = api.get("/admin/endpoints/issues/reconcile/runs").json
 
-    empty = {"api": False, "credential": None, "webhook": None, "reconcile": None, "runs": []}
+    empty: dict[str, object] = {
+        "api": False,
+        "credential": None,
+        "webhook": None,
+        "reconcile": None,
+        "runs": [],
+    }
     assert shown == stored == empty
     assert runs == {"runs": []}
 
@@ -219,3 +241,245 @@ def test_every_provider_side_route_asks_for_the_admin_token(client, runtime, met
         assert (answer.status_code, answer.json["error"]) == (401, "unauthorized")
     assert count(runtime, "SELECT count(*) FROM endpoints") == 1
     assert count(runtime, "SELECT count(*) FROM audit_log") == 0
+
+
+# -- against FakeGitHub ----------------------------------------------------------------
+
+
+def test_an_endpoint_registered_in_one_call_verifies_github_s_next_delivery(
+    api, client, runtime, router, github, caplog
+):
+    caplog.set_level(logging.DEBUG)
+    ran = runs_of(router, "github")
+    body = register_body(github, requested_by="ann")
+    body["register"]["event_types"] = ["push", "issues"]
+
+    created = api.post("/admin/endpoints", json=body)
+
+    assert created.status_code == 201
+    made = created.json
+    assert created.headers["Location"] == f"/admin/endpoints/{made['id']}"
+    assert "secret_values" not in made
+    side = made["provider_side"]
+    assert side["credential"]["fields"] == ["token"]
+    hook = github.hook(side["webhook"]["hook_id"])
+    assert (hook.url, hook.events, hook.active) == (made["url"], ["push", "issues"], True)
+    assert side["webhook"]["seen"]["url"] == made["url"] and side["webhook"]["drift"] == []
+    github.deliver(hook.id, "push", {"ref": "refs/heads/main"})
+    drain(runtime)
+    assert len(ran) == 1
+    answers = [created, api.get(f"/admin/endpoints/{made['id']}"), api.get("/admin/audit")]
+    shown = " ".join(a.get_data(as_text=True) for a in answers)
+    logged = caplog.text + " ".join(str(r.args) for r in caplog.records)
+    for value in (TOKEN, hook.secret):
+        assert value not in shown + logged + audit_text(runtime)
+    actions = [e["action"] for e in api.get("/admin/audit").json["entries"]]
+    assert actions == ["webhook_registered", "credential_set", "endpoint_created"]
+
+
+def test_a_hook_made_by_hand_is_linked_read_back_and_its_credential_rotated(api, runtime, github):
+    made = api.post("/admin/endpoints", json={"provider": "github", "name": "shop"}).json
+    [secret] = made["secret_values"]
+    hook_id = github.add_hook(SCOPE, made["url"], secret=secret, events=("push",))
+    github.add_token(OTHER_TOKEN)
+    url = "/admin/endpoints/shop/credential"
+
+    linked = api.put(
+        url,
+        json={
+            "credential": {"token": TOKEN},
+            "api_url": github.url,
+            "scope": SCOPE,
+            "hook_id": str(hook_id),
+            "requested_by": "ann",
+        },
+    )
+    checked = api.post("/admin/endpoints/shop/provider-side/check")
+    rotated = api.put(url, json={"credential": {"token": OTHER_TOKEN}})
+    again = api.post("/admin/endpoints/shop/provider-side/check")
+    removed = api.delete(url)
+
+    assert linked.status_code == checked.status_code == rotated.status_code == 200
+    first, second = linked.json["credential"], rotated.json["credential"]
+    assert first["fields"] == second["fields"] == ["token"]
+    assert first["fingerprint"] != second["fingerprint"]
+    webhook = checked.json["webhook"]
+    assert (webhook["hook_id"], webhook["scope"], webhook["event_types"]) == (
+        str(hook_id),
+        SCOPE,
+        None,  # linked: no event types were asked for here
+    )
+    assert webhook["seen"]["url"] == made["url"] and webhook["seen"]["enabled"] is True
+    assert webhook["drift"] == []
+    assert [r.headers["authorization"] for r in github.requests] == [
+        f"Bearer {TOKEN}",
+        f"Bearer {OTHER_TOKEN}",
+    ]
+    assert again.json["webhook"]["seen"]["checked_at"] >= webhook["seen"]["checked_at"]
+    assert removed.status_code == 200
+    assert removed.json["credential"] is None
+    assert removed.json["webhook"]["hook_id"] == str(hook_id)  # it stays at GitHub
+    none_left = api.delete(url)
+    assert (none_left.status_code, none_left.json["error"]) == (404, "not_found")
+    unreachable = api.post("/admin/endpoints/shop/provider-side/check")
+    assert (unreachable.status_code, unreachable.json["error"]) == (404, "no_credential")
+    entries = [(e["action"], e["actor"]) for e in api.get("/admin/audit").json["entries"]]
+    assert entries[::-1][1:] == [
+        ("credential_set", "ann (127.0.0.1)"),
+        ("webhook_linked", "ann (127.0.0.1)"),
+        ("credential_set", "admin-api (127.0.0.1)"),
+        ("credential_removed", "admin-api (127.0.0.1)"),
+    ]
+    for value in (TOKEN, OTHER_TOKEN, secret):
+        assert value not in audit_text(runtime)
+
+
+def test_drift_at_github_is_seen_on_the_next_check(api, github):
+    made, hook_id = registered(api, github)
+
+    github.change_hook(hook_id, active=False, url="https://elsewhere.example/hook")
+    disabled = api.post("/admin/endpoints/shop/provider-side/check").json["webhook"]
+    github.change_hook(hook_id, active=True, url=made["url"], events=["push"])
+    narrowed = api.post("/admin/endpoints/shop/provider-side/check").json["webhook"]
+    github.delete_hook(hook_id)
+    deleted = api.post("/admin/endpoints/shop/provider-side/check").json["webhook"]
+    stored = api.get("/admin/endpoints/shop").json["provider_side"]["webhook"]
+
+    assert disabled["drift"] == ["disabled", "url_changed"]
+    assert disabled["seen"]["url"] == "https://elsewhere.example/hook"
+    assert disabled["seen"]["enabled"] is False
+    assert narrowed["drift"] == ["event_types_changed"]
+    assert narrowed["seen"]["event_types"] == ["push"]
+    assert deleted["drift"] == ["deleted"] and deleted["seen"]["url"] is None
+    assert stored == deleted
+
+
+def test_registering_later_and_removing_from_github(api, runtime, github):
+    made = api.post("/admin/endpoints", json={"provider": "github", "name": "shop"}).json
+    [secret] = made["secret_values"]
+    credential = {"credential": {"token": TOKEN}, "api_url": github.url, "scope": SCOPE}
+    not_yet = api.delete("/admin/endpoints/shop/register")
+    api.put("/admin/endpoints/shop/credential", json=credential)
+
+    registered_now = api.post("/admin/endpoints/shop/register", json={"event_types": ["issues"]})
+    twice = api.post("/admin/endpoints/shop/register")
+    hook_id = registered_now.json["provider_side"]["webhook"]["hook_id"]
+    hook = github.hook(hook_id)
+    removed = api.delete("/admin/endpoints/shop/register", json={"requested_by": "ann"})
+    gone = api.delete("/admin/endpoints/shop/register")
+
+    assert (not_yet.status_code, not_yet.json["error"]) == (404, "no_credential")
+    assert registered_now.status_code == 200
+    assert (hook.url, hook.events, hook.secret) == (made["url"], ["issues"], secret)
+    assert secret not in registered_now.get_data(as_text=True)
+    assert (twice.status_code, twice.json["error"]) == (400, "registered_already")
+    assert removed.status_code == 200 and removed.json["webhook"]["hook_id"] is None
+    assert github.hooks == {}
+    assert (gone.status_code, gone.json["error"]) == (400, "not_registered")
+    assert count(runtime, "SELECT count(*) FROM endpoints") == 1
+
+
+def test_github_s_refusal_is_a_502_with_its_reason_and_no_token(api, runtime, github):
+    github.revoke(TOKEN)
+
+    refused = api.post("/admin/endpoints", json=register_body(github))
+    github.add_token(TOKEN)
+    github.script(500, path_contains="/hooks", method="POST")
+    failing = api.post("/admin/endpoints/shop/register")
+
+    assert (refused.status_code, refused.json["error"]) == (502, "provider_unauthorized")
+    assert "Bad credentials" in refused.json["message"]
+    assert "POST /admin/endpoints/shop/register tries again" in refused.json["message"]
+    assert (failing.status_code, failing.json["error"]) == (502, "provider_server_error")
+    for answer in (refused, failing):
+        assert TOKEN not in answer.get_data(as_text=True)
+    side = api.get("/admin/endpoints/shop/provider-side").json
+    assert side["credential"]["fields"] == ["token"] and side["webhook"]["hook_id"] is None
+    retried = api.post("/admin/endpoints/shop/register")
+    assert retried.status_code == 200 and len(github.hooks) == 1
+
+
+def test_removing_a_registered_endpoint_asks_what_becomes_of_its_webhook(api, runtime, github):
+    _, kept_hook = registered(api, github, "kept")
+    _, dropped_hook = registered(api, github, "dropped")
+
+    asked = api.delete("/admin/endpoints/kept")
+    github.script(500, path_contains=f"/hooks/{dropped_hook}", method="DELETE")
+    failed = api.delete("/admin/endpoints/dropped?remote=true")
+    kept = api.delete("/admin/endpoints/kept?remote=false")
+    dropped = api.delete("/admin/endpoints/dropped?remote=true", json={"requested_by": "ann"})
+
+    assert (asked.status_code, asked.json["error"]) == (409, "remote_choice_needed")
+    assert "?remote=true" in asked.json["message"] and "?remote=false" in asked.json["message"]
+    assert (failed.status_code, failed.json["error"]) == (502, "provider_server_error")
+    assert (kept.json["removed"], kept.json["webhook_removed"]) == (True, False)
+    assert (dropped.json["removed"], dropped.json["webhook_removed"]) == (True, True)
+    assert set(github.hooks) == {int(kept_hook)}
+    assert count(runtime, "SELECT count(*) FROM endpoints") == 0
+    actions = [e["action"] for e in api.get("/admin/audit").json["entries"]]
+    assert actions[:3] == ["endpoint_removed", "webhook_unregistered", "endpoint_removed"]
+
+
+def test_a_run_asked_through_the_api_is_taken_by_a_relay_and_shown(api, runtime, router, github):
+    ran = runs_of(router, "github")
+    _, hook_id = registered(api, github)
+    lost = [github.deliver(hook_id, "push", {"ref": f"refs/heads/l{n}"}, fail=True) for n in (1, 2)]
+    github.deliver(hook_id, "push", {"ref": "refs/heads/kept"})
+    url = "/admin/endpoints/shop/reconcile"
+
+    asked = api.post(url, json={"requested_by": "ann"})
+    waiting = api.get("/admin/endpoints/shop/provider-side").json
+    taken = ReconcileRunner(runtime).once()
+    side = api.get("/admin/endpoints/shop/provider-side").json
+
+    assert asked.status_code == 202
+    assert asked.json["reconcile"]["requested"] == {
+        "trigger": "api",
+        "requested_by": "ann (127.0.0.1)",
+        "dry_run": False,
+        "since": None,
+        "everything": False,
+    }
+    assert waiting["runs"] == [] and waiting["reconcile"]["requested"] is not None
+    assert taken == 1
+    assert side["reconcile"]["requested"] is None and side["reconcile"]["running"] is False
+    [run] = side["runs"]
+    assert (run["status"], run["trigger"], run["requested_by"]) == (
+        "finished",
+        "api",
+        "ann (127.0.0.1)",
+    )
+    # Listed: three deliveries; the one that succeeded is neither missing nor present.
+    assert (run["listed"], run["missing"], run["present"], run["redeliveries"]) == (3, 2, 0, 2)
+    assert (side["reconcile"]["missing_total"], side["reconcile"]["redeliveries_total"]) == (2, 2)
+    assert api.get(f"{url}/runs").json == {"runs": [run]}
+    assert api.get(f"{url}/runs/{run['id']}").json == run
+    registered(api, github, "other")
+    elsewhere = api.get(f"/admin/endpoints/other/reconcile/runs/{run['id']}")
+    assert (elsewhere.status_code, elsewhere.json["error"]) == (404, "not_found")
+    drain(runtime)
+    assert len(ran) == 3 and set(Counter(ran).values()) == {1}
+    assert {d.guid for d in github.redeliveries(hook_id)} == set(lost)
+    actions = [e["action"] for e in api.get("/admin/audit").json["entries"]]
+    assert "reconcile_requested" in actions
+
+
+def test_a_dry_run_asked_through_the_api_changes_nothing(api, runtime, github):
+    made, hook_id = registered(api, github)
+    lost = github.deliver(hook_id, "push", {"ref": "refs/heads/lost"}, fail=True)
+    since = datetime.fromisoformat(made["created_at"]) - timedelta(hours=1)
+
+    asked = api.post(
+        "/admin/endpoints/shop/reconcile",
+        json={"dry_run": True, "since": since.isoformat(), "everything": True},
+    )
+    ReconcileRunner(runtime).once()
+    [run] = api.get("/admin/endpoints/shop/reconcile/runs").json["runs"]
+
+    assert asked.json["reconcile"]["requested"]["dry_run"] is True
+    assert (run["dry_run"], run["everything"], run["status"]) == (True, True, "finished")
+    assert datetime.fromisoformat(run["since"]) == since
+    assert (run["missing"], run["redeliveries"], run["sample"]) == (1, 0, [lost])
+    assert github.redeliveries(hook_id) == []
+    state = api.get("/admin/endpoints/shop/provider-side").json["reconcile"]
+    assert (state["cursor"], state["missing_total"], state["runs_total"]) == (None, 0, 0)

@@ -7,6 +7,7 @@ refusals are that message."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from flask import flash, redirect, request, url_for
 from flask.typing import ResponseReturnValue
@@ -16,6 +17,7 @@ from hooklatch.admin.console.auth import actor
 from hooklatch.admin.console.blueprint import bp
 from hooklatch.display import visible
 from hooklatch.errors import BadRequest, NotFound, ProviderAPIFailed
+from hooklatch.jsontypes import JSONObject
 from hooklatch.providers.remote import Place
 from hooklatch.reconcile.runs import RunRequest
 from hooklatch.runtime import current_runtime
@@ -33,6 +35,17 @@ def _back(endpoint_id: str) -> Response:
     return redirect(url_for("console.endpoint", endpoint_id=endpoint_id) + "#provider-side")
 
 
+def _change(endpoint_id: str, change: Callable[[], JSONObject], done: str) -> Response:
+    """Make the change; say ``done``, or why it was refused; back to the endpoint's page."""
+    try:
+        change()
+    except REFUSED as exc:
+        flash(exc.message, "error")
+    else:
+        flash(done, "ok")
+    return _back(endpoint_id)
+
+
 @bp.post("/endpoints/<endpoint_id>/credential")
 def set_credential(endpoint_id: str) -> ResponseReturnValue:
     """Every field of the provider's credential, and where its webhook lives if given
@@ -44,43 +57,35 @@ def set_credential(endpoint_id: str) -> ResponseReturnValue:
     }
     where = {name: request.form.get(name, "").strip() or None for name in PLACE_FIELDS}
     place = Place(**where) if any(where.values()) else None
-    try:
-        side = provider_side.set_credential(
+    return _change(
+        endpoint_id,
+        lambda: provider_side.set_credential(
             current_runtime(), endpoint_id, values, actor=actor(), place=place
-        )
-    except REFUSED as exc:
-        flash(exc.message, "error")
-    else:
-        shown = side["credential"]
-        fingerprint = shown["fingerprint"] if isinstance(shown, dict) else "?"
-        flash(f"Credential {fingerprint} stored: the previous one, if any, is gone.", "ok")
-    return _back(endpoint_id)
+        ),
+        "Credential stored (by its fingerprint below): the one it replaces, if any, is gone.",
+    )
 
 
 @bp.post("/endpoints/<endpoint_id>/credential/remove")
 def remove_credential(endpoint_id: str) -> ResponseReturnValue:
-    try:
-        provider_side.remove_credential(current_runtime(), endpoint_id, actor=actor())
-    except REFUSED as exc:
-        flash(exc.message, "error")
-    else:
-        flash("Credential removed: hooklatch no longer calls the provider's API for it.", "ok")
-    return _back(endpoint_id)
+    return _change(
+        endpoint_id,
+        lambda: provider_side.remove_credential(current_runtime(), endpoint_id, actor=actor()),
+        "Credential removed: hooklatch no longer calls the provider's API for it.",
+    )
 
 
 @bp.post("/endpoints/<endpoint_id>/register")
 def register(endpoint_id: str) -> ResponseReturnValue:
     """Event types separated by commas or spaces; none: those asked for before, else all."""
     event_types = [t for t in SEPARATORS.split(request.form.get("event_types", "")) if t]
-    try:
-        provider_side.register(
+    return _change(
+        endpoint_id,
+        lambda: provider_side.register(
             current_runtime(), endpoint_id, event_types=event_types or None, actor=actor()
-        )
-    except REFUSED as exc:
-        flash(exc.message, "error")
-    else:
-        flash("Registered: the provider delivers to this endpoint, signed with its secret.", "ok")
-    return _back(endpoint_id)
+        ),
+        "Registered: the provider delivers to this endpoint, signed with its secret.",
+    )
 
 
 @bp.post("/endpoints/<endpoint_id>/check")
@@ -105,13 +110,11 @@ def check(endpoint_id: str) -> ResponseReturnValue:
 
 @bp.post("/endpoints/<endpoint_id>/unregister")
 def unregister(endpoint_id: str) -> ResponseReturnValue:
-    try:
-        provider_side.unregister(current_runtime(), endpoint_id, actor=actor())
-    except REFUSED as exc:
-        flash(exc.message, "error")
-    else:
-        flash("Removed from the provider: it no longer delivers to this endpoint.", "ok")
-    return _back(endpoint_id)
+    return _change(
+        endpoint_id,
+        lambda: provider_side.unregister(current_runtime(), endpoint_id, actor=actor()),
+        "Removed from the provider: it no longer delivers to this endpoint.",
+    )
 
 
 @bp.post("/endpoints/<endpoint_id>/reconcile")
@@ -119,11 +122,8 @@ def reconcile(endpoint_id: str) -> ResponseReturnValue:
     """A run (or a dry run) asked of the relays: shown as requested until one takes it."""
     dry_run = request.form.get("dry_run") == "true"
     asked = RunRequest(trigger="console", requested_by=actor(), dry_run=dry_run)
-    try:
-        provider_side.request_reconcile(current_runtime(), endpoint_id, asked)
-    except REFUSED as exc:
-        flash(exc.message, "error")
-    else:
-        what = "Dry run" if dry_run else "Reconcile run"
-        flash(f"{what} requested: a relay takes it within seconds.", "ok")
-    return _back(endpoint_id)
+    return _change(
+        endpoint_id,
+        lambda: provider_side.request_reconcile(current_runtime(), endpoint_id, asked),
+        f"{'Dry run' if dry_run else 'Reconcile run'} requested: a relay takes it within seconds.",
+    )
