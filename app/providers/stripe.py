@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hooklatch.providers.base import Delivery, IncomingEvent
 from hooklatch.providers.keys import KeyedEvent, dotted, key_text
 from hooklatch.providers.parsing import id_and_type, json_object, unix_time
+from hooklatch.providers.remote import Place
 from hooklatch.providers.schemes import SchemeProvider, TimestampedHeader
+
+if TYPE_CHECKING:
+    from hooklatch.providers.stripe_api import StripeAPI
 
 
 class StripeProvider(SchemeProvider):
@@ -23,6 +29,9 @@ class StripeProvider(SchemeProvider):
         joiner=b".",
         logs_shape=True,
     )
+    credential_fields = {
+        "api_key": "a restricted key (rk_...) that can read Events and write Webhook Endpoints"
+    }
 
     def parse(self, delivery: Delivery) -> list[IncomingEvent]:
         payload = json_object(delivery.body)
@@ -46,6 +55,14 @@ class StripeProvider(SchemeProvider):
             if value is not None:
                 return key_text(value)
         return None
+
+    def remote(self, credentials: Mapping[str, str], place: Place) -> StripeAPI:
+        """Stripe's API with the endpoint's key: its webhook endpoint and its events."""
+        # Imported here: stripe-python takes some 30 MB, which only the processes that
+        # call Stripe's API (the relay's reconcile, the CLI) need, never ingest's workers.
+        from hooklatch.providers.stripe_api import StripeAPI
+
+        return StripeAPI(credentials["api_key"], place)
 
     def sample_event(self, *, now: datetime) -> tuple[dict[str, str], bytes]:
         stamp = int(now.timestamp())

@@ -84,7 +84,9 @@ def register(
         add_secret(session, endpoint, made.secret, box=box)
     elif new and secret is not None:
         add_secret(session, endpoint, secret, box=box)
-    hook = place_hook(session, endpoint, reach.place, event_types=list(event_types))
+    # What the provider says it holds is what later looks compare with: asked for no type,
+    # Stripe holds "*".
+    hook = place_hook(session, endpoint, reach.place, event_types=list(made.event_types))
     hook.hook_id = made.hook_id
     hook.registered_at = now
     _seen(hook, made, url=url, now=now)
