@@ -15,7 +15,9 @@ import pytest
 
 from hooklatch.workers.relay.reconcile import ReconcileRunner
 from tests.support.database import count
+from tests.support.fake_stripe import ENDPOINTS_READ, ENDPOINTS_WRITE, EVENTS_READ, FakeStripe
 from tests.support.pipeline import deliver, drain, make_endpoint, runs_of
+from tests.support.signing import stripe_event, stripe_headers
 from tests.support.tokens import GITHUB_TOKEN as TOKEN
 
 OTHER_TOKEN = "ghp_admin_api_rotated_token_9876543210"
@@ -483,3 +485,66 @@ def test_a_dry_run_asked_through_the_api_changes_nothing(api, runtime, github):
     assert github.redeliveries(hook_id) == []
     state = api.get("/admin/endpoints/shop/provider-side").json["reconcile"]
     assert (state["cursor"], state["missing_total"], state["runs_total"]) == (None, 0, 0)
+
+
+# -- against FakeStripe ----------------------------------------------------------------
+
+STRIPE_KEY = "rk_test_admin_api_restricted_key_0123"
+
+
+@pytest.fixture
+def stripe():
+    with FakeStripe() as fake:
+        fake.add_key(STRIPE_KEY, permissions=[EVENTS_READ, ENDPOINTS_READ, ENDPOINTS_WRITE])
+        yield fake
+
+
+def test_a_stripe_endpoint_keeps_the_secret_stripe_returned_and_pulls_what_it_missed(
+    api, client, runtime, router, stripe, caplog
+):
+    caplog.set_level(logging.DEBUG)
+    ran = runs_of(router, "stripe")
+    register = {
+        "credential": {"api_key": STRIPE_KEY},
+        "event_types": ["invoice.paid"],
+        "api_url": stripe.url,
+    }
+    created = api.post(
+        "/admin/endpoints", json={"provider": "stripe", "name": "billing", "register": register}
+    )
+    made = created.json
+    hook_id = made["provider_side"]["webhook"]["hook_id"]
+    secret = stripe.secret_of(hook_id)
+    delivered = stripe_event("evt_delivered")
+    missed = [stripe.create_event("invoice.paid", {"id": f"in_{n}"})["id"] for n in range(3)]
+
+    answer = client.post(
+        f"/hooks/{made['id']}", data=delivered, headers=stripe_headers(delivered, secret)
+    )
+    api.post("/admin/endpoints/billing/reconcile", json={"requested_by": "ann"})
+    ReconcileRunner(runtime).once()
+    [run] = api.get("/admin/endpoints/billing/reconcile/runs").json["runs"]
+    stripe.update_endpoint(hook_id, disabled=True)
+    drift = api.post("/admin/endpoints/billing/provider-side/check").json["webhook"]["drift"]
+
+    assert created.status_code == 201 and "secret_values" not in made
+    held = stripe.endpoint(hook_id)
+    assert (held["url"], held["enabled_events"]) == (made["url"], ["invoice.paid"])
+    assert answer.status_code == 200
+    assert (run["status"], run["missing"], run["fetched"]) == ("finished", 3, 3)
+    assert drift == ["disabled"]
+    drain(runtime)
+    assert len(ran) == 4 and set(Counter(ran).values()) == {1}
+    with runtime.engine.connect() as connection:
+        stored = connection.exec_driver_sql(
+            "SELECT external_id, origin, verified_by FROM events WHERE origin = 'api'"
+        ).all()
+    assert {row[0] for row in stored} == set(missed)
+    assert {(row[1], row[2]) for row in stored} == {("api", "api_call")}
+    shown = " ".join(
+        api.get(path).get_data(as_text=True)
+        for path in ("/admin/endpoints/billing", "/admin/endpoints", "/admin/audit")
+    )
+    logged = caplog.text + " ".join(str(r.args) for r in caplog.records)
+    for value in (STRIPE_KEY, secret):
+        assert value not in created.get_data(as_text=True) + shown + logged + audit_text(runtime)
