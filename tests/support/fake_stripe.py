@@ -60,6 +60,8 @@ class _Fault:
     retry_after: float | None
     path_prefix: str
     body: bytes | None
+    # Matching requests answered normally before this fault applies (mid-run).
+    after: int = 0
 
 
 def signature_header(payload: str, secret: str, timestamp: int) -> str:
@@ -84,6 +86,8 @@ class FakeStripe(LocalServer):
         self._faults: list[_Fault] = []
         self.requests: list[Request] = []
         self.attempts: list[Attempt] = []
+        # Seconds each API answer takes (a slow provider, so a test can act mid-run).
+        self.delay = 0.0
         super().__init__(self._serve)
 
     def now(self) -> int:
@@ -200,17 +204,21 @@ class FakeStripe(LocalServer):
         retry_after: float | None = None,
         path_prefix: str = "/v1/events",
         body: bytes | None = None,
+        after: int = 0,
     ) -> None:
         """The next ``times`` requests whose path starts with ``path_prefix`` are answered
         ``status`` in Stripe's error shape for it (429 rate_limit, 500 api_error, 401 the
         key refused, 403 a permission missing, ...), or with ``body`` as it is; then normal
-        answers resume. ``retry_after`` adds a Retry-After header. Faults are used in the
-        order scripted."""
+        answers resume. ``retry_after`` adds a Retry-After header; ``after`` lets that many
+        matching requests be answered first (a fault in the middle of a run). Faults are
+        used in the order scripted."""
         with self._lock:
-            self._faults.append(_Fault(status, times, retry_after, path_prefix, body))
+            self._faults.append(_Fault(status, times, retry_after, path_prefix, body, after))
 
     # The API.
     def _serve(self, incoming: Incoming) -> Answer:
+        if self.delay:
+            time.sleep(self.delay)
         target = urlsplit(incoming.target)
         pairs = parse_qsl(target.query, keep_blank_values=True)
         pairs += parse_qsl(incoming.body.decode("utf-8", "replace"), keep_blank_values=True)
@@ -234,7 +242,9 @@ class FakeStripe(LocalServer):
             fault = next(
                 (f for f in self._faults if f.times > 0 and path.startswith(f.path_prefix)), None
             )
-            if fault is not None:
+            if fault is not None and fault.after > 0:
+                fault.after -= 1
+            elif fault is not None:
                 fault.times -= 1
                 return self._faulted(fault, key)
             try:
