@@ -39,7 +39,7 @@ def test_a_run_asked_for_is_taken_by_the_relay_thread_on_sqlite(client, runtime)
             event_types=["invoice.paid"],
             place=Place(api_url=fake.url),
         )
-        endpoint = add_registered(runtime, new, actor="test")["id"]
+        endpoint = str(add_registered(runtime, new, actor="test")["id"])
         now = fake.now()
         events = [
             fake.create_event("invoice.paid", {"id": f"in_{n}"}, now - 300 + n) for n in range(150)
@@ -72,7 +72,7 @@ def test_one_run_per_endpoint_at_a_time_on_sqlite(client, runtime):
             event_types=["invoice.paid"],
             place=Place(api_url=fake.url),
         )
-        endpoint = add_registered(runtime, new, actor="test")["id"]
+        endpoint = str(add_registered(runtime, new, actor="test")["id"])
         first, second = reconciler(runtime), reconciler(runtime)
         with first.session_factory.begin() as session:
             first._take_lease(session, endpoint, runtime.clock())
