@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from urllib.parse import urlsplit
 
 import pytest
 import redis as redis_lib
@@ -22,9 +23,11 @@ from hooklatch.migrations import alembic_config
 from hooklatch.settings import Settings
 from tests.support.database import REDIS, TABLES, fresh_database
 from tests.support.effects import metadata as effects_metadata
+from tests.support.fake_github import FakeGitHub
 from tests.support.install import ROOT, modules_not_installed
+from tests.support.openapi import Described, DescribedClient
 from tests.support.processes import Proc
-from tests.support.tokens import ADMIN_TOKEN
+from tests.support.tokens import ADMIN_TOKEN, AUTH, GITHUB_TOKEN
 
 # The conformance kit's tests of the built-in providers (tests/unit/providers/), as a
 # plugin author enables them.
@@ -132,6 +135,31 @@ def runtime(app):
 @pytest.fixture
 def client(app):
     return app.test_client()
+
+
+@pytest.fixture
+def described():
+    """The admin API's description, noting which answers were checked against it."""
+    return Described()
+
+
+@pytest.fixture
+def api(client, described):
+    """The test client with the admin token, each answer checked against the description."""
+    return DescribedClient(client, described, AUTH)
+
+
+@pytest.fixture
+def github(client):
+    """FakeGitHub taking GITHUB_TOKEN, delivering into the app's ingest view through the
+    test client."""
+
+    def send(url, headers, body):
+        return client.post(urlsplit(url).path, data=body, headers=dict(headers)).status_code
+
+    with FakeGitHub(send=send) as fake:
+        fake.add_token(GITHUB_TOKEN)
+        yield fake
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ EXAMPLE_PATH = {
     "event_id": "1234",
     "batch_id": "7",
     "secret_ref": "3f9a1c2b7d4e",
+    "run_id": "12",
 }
 INTRO = """\
 # Admin API

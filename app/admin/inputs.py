@@ -1,10 +1,12 @@
 """What the admin API reads from a request: whole numbers in paths and queries, a JSON
-object body and its text fields (as the database can hold them), and who acts."""
+object body, its known fields, text, lists of text, flags, times and credentials (as the
+database can hold them), and who acts."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 from flask import request
 
@@ -57,3 +59,62 @@ def text_field(data: Mapping[str, JSON], name: str) -> str | None:
     if not isinstance(value, str) or not storable(value):
         raise BadRequest(f"{name} must be text (no NUL character)", reason="bad_parameter")
     return value
+
+
+def known_fields(data: JSONObject, allowed: frozenset[str]) -> JSONObject:
+    """``data``, or 400 ``bad_parameter`` naming the first field it has that is not allowed."""
+    unknown = sorted(data.keys() - allowed)
+    if unknown:
+        raise BadRequest(f"unknown field {unknown[0][:40]!r}", reason="bad_parameter")
+    return data
+
+
+def text_list(data: Mapping[str, JSON], name: str) -> list[str] | None:
+    """A list of non-empty text (event types); None if left out."""
+    values = data.get(name)
+    if values is None:
+        return None
+    if not isinstance(values, list) or not all(
+        isinstance(v, str) and v and storable(v) for v in values
+    ):
+        raise BadRequest(f"{name} must be a list of non-empty text", reason="bad_parameter")
+    return [str(v) for v in values]
+
+
+def flag(data: Mapping[str, JSON], name: str) -> bool:
+    """A true-or-false field; false if left out."""
+    value = data.get(name, False)
+    if not isinstance(value, bool):
+        raise BadRequest(f"{name} must be true or false", reason="bad_parameter")
+    return value
+
+
+def moment(data: Mapping[str, JSON], name: str) -> datetime | None:
+    """An ISO 8601 time (UTC where it names no offset); None if left out."""
+    text = text_field(data, name)
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadRequest(
+            f"{name} must be an ISO 8601 time (2026-11-25T08:00:00Z)", reason="bad_parameter"
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def credential(data: Mapping[str, JSON], name: str = "credential") -> dict[str, str]:
+    """A credential for a provider's API: an object of non-empty text values. The message
+    names a field at most, never a value."""
+    values = data.get(name)
+    if not isinstance(values, dict) or not values:
+        raise BadRequest(f"{name} must be an object of its fields", reason="bad_credential")
+    checked = {}
+    for field, value in values.items():
+        if not (isinstance(value, str) and value and storable(value) and storable(field)):
+            raise BadRequest(
+                f"each field of {name} must be non-empty text (no NUL character)",
+                reason="bad_credential",
+            )
+        checked[field] = value
+    return checked

@@ -12,6 +12,7 @@ from hooklatch.cli.keys import keys
 from hooklatch.cli.ordering import ordering
 from hooklatch.cli.processes import relay, send_test, serve, worker
 from hooklatch.cli.providers import providers_list
+from hooklatch.cli.reconcile import reconcile
 from hooklatch.cli.status import status
 
 
@@ -43,6 +44,7 @@ for command in (
     serve,
     send_test,
     providers_list,
+    reconcile,
     cleanup,
     status,
 ):

@@ -7,10 +7,23 @@ from typing import TYPE_CHECKING, Any, TextIO
 import click
 
 from hooklatch.cli.context import cli_actor, friendly, runtime_of
+from hooklatch.cli.credential_input import FILE_HELP as CREDENTIAL_FILE_HELP
 from hooklatch.cli.output import echo_json, emit
+from hooklatch.cli.provider_side import (
+    API_URL_HELP,
+    EVENT_TYPE_HELP,
+    SCOPE_HELP,
+    add_registered,
+    checked_provider_side,
+    endpoints_credential,
+    endpoints_register,
+    endpoints_remove,
+    endpoints_unregister,
+)
 from hooklatch.cli.secret_input import FILE_HELP, VALUE_HELP, prompt_secret, read_secrets
 from hooklatch.endpoints import changes
 from hooklatch.endpoints.models import Endpoint
+from hooklatch.providers.remote import Place
 
 if TYPE_CHECKING:
     from hooklatch.runtime import Runtime
@@ -45,6 +58,16 @@ def _endpoint_json(
     help="A provider option (see docs/plugins.md); repeat for several. A secret option "
     "left out (Meta's verify_token) is asked for at a hidden prompt.",
 )
+@click.option(
+    "--register",
+    is_flag=True,
+    help="Also create the webhook at PROVIDER through its API, with a credential from "
+    "--credential-file or hidden prompts. The signing secret is stored, never shown.",
+)
+@click.option("--event-type", "event_types", multiple=True, help=EVENT_TYPE_HELP)
+@click.option("--api-url", help=API_URL_HELP)
+@click.option("--scope", help=SCOPE_HELP)
+@click.option("--credential-file", type=click.File(), help=CREDENTIAL_FILE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (id, url, secrets).")
 @click.pass_context
 @friendly
@@ -55,17 +78,44 @@ def endpoints_add(
     values: tuple[str, ...],
     files: tuple[TextIO, ...],
     options: tuple[str, ...],
+    register: bool,
+    event_types: tuple[str, ...],
+    api_url: str | None,
+    scope: str | None,
+    credential_file: TextIO | None,
     as_json: bool,
 ) -> None:
-    """Create an endpoint and print the URL to give PROVIDER."""
+    """Create an endpoint and print the URL to give PROVIDER; with --register, give it to
+    PROVIDER through its API."""
     from hooklatch.endpoints.service import create_endpoint
 
     runtime = runtime_of(ctx)
     plugin = runtime.provider(provider)
+    if register and (values or files):
+        raise click.UsageError(
+            "--register takes no --secret or --secret-file: the signing secret is the one "
+            "the provider returns (Stripe) or one hooklatch makes (GitHub)"
+        )
+    if not register and (event_types or api_url or scope or credential_file):
+        raise click.UsageError(
+            "--event-type, --api-url, --scope and --credential-file go with --register"
+        )
     secrets = read_secrets(values, files)
     given = _key_values(options)
     for key in sorted(plugin.secret_options - given.keys()):
         given[key] = prompt_secret(f"{provider} {key} (input hidden)")
+    if register:
+        add_registered(
+            runtime,
+            plugin,
+            name=name,
+            options=given,
+            event_types=event_types,
+            place=Place(api_url=api_url, scope=scope),
+            file=credential_file,
+            as_json=as_json,
+        )
+        return
     with runtime.session_factory.begin() as session:
         endpoint, plain = create_endpoint(
             session,
@@ -123,14 +173,25 @@ def _endpoint_line(row: dict[str, Any]) -> str:
 @endpoints.command("show")
 @click.argument("endpoint")
 @click.option("--reveal", is_flag=True, help="Also print the secrets in plain text.")
+@click.option(
+    "--no-check",
+    is_flag=True,
+    help="Do not ask the provider what it holds now: show what was last read.",
+)
 @click.pass_context
 @friendly
-def endpoints_show(ctx: click.Context, endpoint: str, reveal: bool) -> None:
-    """The endpoint, its secrets' fingerprints, its refused deliveries by reason, and how
-    many of its events repeat an earlier event's body, or its id with another body."""
+def endpoints_show(ctx: click.Context, endpoint: str, reveal: bool, no_check: bool) -> None:
+    """The endpoint, its secrets' fingerprints, its refused deliveries by reason, how many
+    of its events repeat an earlier event's body, or its id with another body, and its
+    provider's side (``provider_side``): its credential, its webhook at the provider, read
+    back now (unless --no-check), and its reconcile runs. Drift is also said on stderr."""
     from hooklatch.services.endpoints import endpoint_details
 
-    echo_json(endpoint_details(runtime_of(ctx), endpoint, reveal=reveal))
+    runtime = runtime_of(ctx)
+    side, warnings = checked_provider_side(runtime, endpoint, check=not no_check)
+    echo_json({**endpoint_details(runtime, endpoint, reveal=reveal), "provider_side": side})
+    for line in warnings:
+        click.echo(line, err=True)
 
 
 def _switch(enabled: bool, description: str) -> click.Command:
@@ -213,3 +274,7 @@ def secrets_remove(ctx: click.Context, endpoint: str, secret_ref: str) -> None:
             session, row, secret_ref, actor=cli_actor(), now=runtime.clock()
         )
         click.echo(f"secret {removed.id} ({removed.fingerprint}) removed from {row.id}")
+
+
+for command in (endpoints_credential, endpoints_register, endpoints_unregister, endpoints_remove):
+    endpoints.add_command(command)

@@ -9,13 +9,16 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from hooklatch.cli.context import friendly, runtime_of
 from hooklatch.cli.ordering import blocked_line
-from hooklatch.cli.output import echo_json
-from hooklatch.display import counted
+from hooklatch.cli.output import echo_json, printable
+from hooklatch.display import counted, shown_time
 from hooklatch.logs import one_line
+from hooklatch.operations.provider_status import drift_texts
 
 # Exit codes: 0 all well, 1 the database could not be read (or a setting is wrong),
-# 2 read, but a relay or a worker is missing: events would be stored and never handled.
-MISSING_PROCESS = 2
+# 2 read, but there are problems: a relay or a worker is missing (events would be stored
+# and never handled), or a provider is not sending every event (a webhook that drifted,
+# a reconcile that failed or whose credential is refused).
+PROBLEMS = 2
 
 
 @click.command("status")
@@ -23,8 +26,9 @@ MISSING_PROCESS = 2
 @click.pass_context
 @friendly
 def status(ctx: click.Context, as_json: bool) -> None:
-    """Processes alive, events waiting, dead and due, refusals, cleanup's last pass, and
-    the ordering keys that are blocked."""
+    """Processes alive, events waiting, dead and due, refusals, cleanup's last pass, the
+    ordering keys that are blocked, and each endpoint's reconcile and webhook at its
+    provider."""
     from hooklatch.operations.status import read_status, unhealthy
 
     runtime = runtime_of(ctx)
@@ -39,7 +43,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
         for line in lines(figures, problems):
             click.echo(line)
     if problems:
-        ctx.exit(MISSING_PROCESS)
+        ctx.exit(PROBLEMS)
 
 
 def lines(figures: dict[str, Any], problems: list[str]) -> list[str]:
@@ -84,6 +88,7 @@ def lines(figures: dict[str, Any], problems: list[str]) -> list[str]:
         else "cleanup: last pass never (no running relay or dispatcher has finished one)"
     )
     out += _blocked(figures["blocked_keys_count"], figures["blocked_keys"])
+    out += _reconcile(figures["provider_sides"])
     out += [f"PROBLEM: {problem}" for problem in problems]
     return out
 
@@ -94,6 +99,44 @@ def _blocked(total: int, shown: list[dict[str, Any]]) -> list[str]:
     more = f", the {len(shown)} longest blocked:" if total > len(shown) else ":"
     out = [f"blocked: {total} ordering keys (`hooklatch ordering blocked` lists them){more}"]
     return out + [f"  {blocked_line(row)}" for row in shown]
+
+
+def _reconcile(sides: list[dict[str, Any]]) -> list[str]:
+    """Each endpoint with a credential for its provider's API: its last reconcile run,
+    cursor, API errors, and its webhook at the provider with any drift."""
+    if not sides:
+        return ["reconcile: no endpoint has a credential for its provider's API"]
+    out = ["reconcile:"]
+    for side in sides:
+        run, errors = side["last_run"], side["errors_total"]
+        if run is None:
+            last = "no run yet"
+        else:
+            ended = run["status"] + (f" ({run['stop_reason']})" if run["stop_reason"] else "")
+            dry = " (dry run)" if run["dry_run"] else ""
+            when = shown_time(run["started_at"])
+            last = f"last run {when}{dry}: {ended}, {run['missing']} missing found"
+        cursor = side["cursor_age_seconds"]
+        ages = f"cursor {_age(cursor)} old" if cursor is not None else "no cursor yet"
+        failures = ", ".join(f"{reason} {n}" for reason, n in sorted(errors.items())) or "none"
+        out.append(
+            f"  {side['endpoint_id']} {printable(side['name'])} ({side['provider']}): {last}; "
+            f"{ages}; API errors: {failures}"
+        )
+        webhook = side["webhook"]
+        drift = drift_texts(webhook)
+        if drift:
+            out.append(f"    DRIFT: {'; '.join(drift)}")
+        elif webhook is not None and webhook["hook_id"] is not None:
+            out.append(f"    webhook {printable(webhook['hook_id'])}: no drift seen")
+    return out
+
+
+def _age(seconds: float) -> str:
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:g} s"
 
 
 def _oldest(seconds: float | None) -> str:

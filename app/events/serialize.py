@@ -31,6 +31,8 @@ def describe_event(event: Event) -> JSONObject:
         "mismatched_duplicates": event.mismatched_duplicates,
         "repeats_event_id": event.repeats_event_id,
         "conflicts_with_event_id": event.conflicts_with_event_id,
+        "origin": event.origin,
+        "verified_by": event.verified_by,
     }
 
 

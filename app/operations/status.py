@@ -1,4 +1,5 @@
-"""What `hooklatch status` shows: processes, backlog, failures and cleanup, in one read.
+"""What `hooklatch status` shows: processes, backlog, failures, cleanup and the providers'
+side of endpoints (hooklatch.operations.provider_status), in one read.
 
 Every query reads an index or a small table, so it answers at once on millions of
 events: pending and due retries by ``(status, next_attempt_at)``, dead events by the
@@ -20,6 +21,7 @@ from hooklatch.endpoints.models import Refusal
 from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
 from hooklatch.operations.backlog import beat_alive, kinds
 from hooklatch.operations.models import Heartbeat
+from hooklatch.operations.provider_status import provider_problems, provider_sides
 from hooklatch.ordering.service import blocked_keys, count_blocked
 from hooklatch.runtime import Runtime
 
@@ -56,6 +58,7 @@ def read_status(runtime: Runtime) -> dict[str, Any]:
         blocked_total = count_blocked(connection)
         with Session(bind=connection) as session:  # in the same reading transaction
             blocked = blocked_keys(session, limit=BLOCKED_SHOWN) if blocked_total else []
+            sides = provider_sides(session, now=now)
     every = runtime.settings.heartbeat_seconds
     processes = [_process(row, now, every) for row in beats]
     return {
@@ -86,6 +89,7 @@ def read_status(runtime: Runtime) -> dict[str, Any]:
         "cleanup": _last_cleanup(processes),
         "blocked_keys_count": blocked_total,
         "blocked_keys": [b.as_json() for b in blocked],
+        "provider_sides": sides,
     }
 
 
@@ -113,7 +117,7 @@ def _age(now: datetime, then: datetime | None) -> float | None:
 
 
 def unhealthy(status: dict[str, Any]) -> list[str]:
-    """Why this deployment cannot process events now (empty: it can)."""
-    if status["embedded"]:
-        return []
-    return [f"no {kind} alive" for kind, alive in status["alive"].items() if not alive]
+    """Why this deployment cannot process events now, or is not getting every event its
+    providers send (empty: all is well)."""
+    missing = [] if status["embedded"] else [k for k, alive in status["alive"].items() if not alive]
+    return [f"no {kind} alive" for kind in missing] + provider_problems(status["provider_sides"])

@@ -80,6 +80,8 @@ def register(
         made = reach.api.register(url=url, event_types=event_types, secret=secret)
     except RemoteError as exc:
         raise failed(exc, "the registration") from None
+    except ValueError as exc:  # what the plugin cannot ask of its provider
+        raise BadRequest(str(exc), reason="bad_place") from None
     if made.secret is not None:
         add_secret(session, endpoint, made.secret, box=box)
     elif new and secret is not None:
@@ -104,6 +106,8 @@ def check(
         return hook
     try:
         seen = reach.api.describe()
+    except ValueError as exc:
+        raise BadRequest(str(exc), reason="bad_place") from None
     except RemoteError as exc:
         if exc.reason == NOT_FOUND:
             hook.seen_url = hook.seen_event_types = hook.seen_enabled = None
@@ -135,22 +139,26 @@ def _seen(hook: ProviderHook, seen: Registration, *, url: str, now: datetime) ->
 
 
 def unregister(session: Session, endpoint: Endpoint, reach: Reach) -> bool:
-    """Delete the webhook at the provider; False when it was gone already."""
+    """Delete the webhook at the provider; False when it was gone already. Either way the
+    endpoint has no webhook at its provider after, and may be registered again."""
     hook = session.get(ProviderHook, endpoint.id)
     if hook is None or hook.hook_id is None:
         raise BadRequest(
             f"endpoint {endpoint.id} has no webhook at its provider", reason="not_registered"
         )
+    existed = True
     try:
         reach.api.unregister()
     except RemoteError as exc:
         if exc.reason != NOT_FOUND:
             raise failed(exc, "the removal") from None
-        return False
+        existed = False
+    except ValueError as exc:
+        raise BadRequest(str(exc), reason="bad_place") from None
     hook.hook_id = None
     hook.drift = None
     session.flush()
-    return True
+    return existed
 
 
 def described(hook: ProviderHook | None) -> JSONObject | None:

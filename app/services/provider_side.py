@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import delete
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from hooklatch import audit
@@ -18,12 +18,17 @@ from hooklatch.endpoints import changes
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.endpoints.serialize import describe_endpoint
 from hooklatch.endpoints.service import create_endpoint, endpoint_url, get_endpoint
-from hooklatch.errors import BadRequest
+from hooklatch.errors import BadRequest, NotFound
 from hooklatch.jsontypes import JSONObject
 from hooklatch.providers.remote import Place
 from hooklatch.reconcile import credentials, hooks
-from hooklatch.reconcile.models import EndpointCredential, ProviderHook, ReconcileState
-from hooklatch.reconcile.runs import RunRequest, recent_runs, request_run
+from hooklatch.reconcile.models import (
+    EndpointCredential,
+    ProviderHook,
+    ReconcileRun,
+    ReconcileState,
+)
+from hooklatch.reconcile.runs import RunRequest, recent_runs, request_run, run_json
 from hooklatch.runtime import Runtime, reconciler
 
 
@@ -240,6 +245,34 @@ def request_reconcile(runtime: Runtime, endpoint_ref: str, request: RunRequest) 
             runtime, session, endpoint, "reconcile_requested", details, actor=request.requested_by
         )
     return provider_side(runtime, endpoint_ref)
+
+
+def reconcile_runs(runtime: Runtime, endpoint_ref: str, *, limit: int) -> list[JSONObject]:
+    """The endpoint's latest reconcile runs, newest first (``run_json``)."""
+    with runtime.session_factory() as session:
+        endpoint = get_endpoint(session, endpoint_ref)
+        return recent_runs(session, endpoint.id, limit=limit)
+
+
+def reconcile_run(runtime: Runtime, endpoint_ref: str, run_id: int) -> JSONObject:
+    """One reconcile run of the endpoint; NotFound if it is another endpoint's."""
+    with runtime.session_factory() as session:
+        endpoint = get_endpoint(session, endpoint_ref)
+        row = session.get(ReconcileRun, run_id)
+        if row is None or row.endpoint_id != endpoint.id:
+            raise NotFound(f"endpoint {endpoint.id} has no reconcile run {run_id}")
+        return run_json(row)
+
+
+def drifted(runtime: Runtime) -> dict[str, list[str]]:
+    """Each endpoint whose webhook at the provider drifted, with how (``ProviderHook.drift``)."""
+    with runtime.session_factory() as session:
+        rows = session.execute(
+            select(ProviderHook.endpoint_id, ProviderHook.drift).where(
+                ProviderHook.drift.is_not(None)
+            )
+        )
+        return {endpoint_id: drift.split(",") for endpoint_id, drift in rows if drift}
 
 
 def provider_side(runtime: Runtime, endpoint_ref: str, *, runs: int = 10) -> JSONObject:

@@ -14,21 +14,11 @@ from sqlalchemy import select, text
 from hooklatch.audit import AuditEntry
 from tests.support.cli import run_cli
 from tests.support.database import TABLES, count, sqlite_settings
-from tests.support.openapi import Described, DescribedClient
+from tests.support.openapi import DescribedClient
 from tests.support.signing import github_headers, stripe_event, stripe_headers
 from tests.support.tokens import AUTH
 
 PUSH = b'{"ref": "refs/heads/main"}'
-
-
-@pytest.fixture
-def described():
-    return Described()
-
-
-@pytest.fixture
-def api(client, described):
-    return DescribedClient(client, described, AUTH)
 
 
 def add(api, provider="github", name="repo", **fields):

@@ -11,8 +11,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import requests
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from hooklatch.providers.base import Delivery
 from hooklatch.providers.github import GitHubProvider
@@ -21,6 +19,7 @@ from hooklatch.providers.github_credentials import app_jwt
 from hooklatch.providers.remote import PUSH, Place, RemoteError
 from tests.support.fake_github import FakeGitHub
 from tests.support.local_http import Receiver
+from tests.support.rsa_keys import rsa_key_pair
 
 TOKEN = "github_pat_11AAAAAAA0abcdefghijklmnopqrstuvwxyz"
 SCOPE = "repos/octo-org/widgets"
@@ -59,19 +58,6 @@ def receiver():
 def api_for(fake, clock, hook_id=None, *, credentials=None, scope=SCOPE):
     place = Place(api_url=fake.url, scope=scope, hook_id=None if hook_id is None else str(hook_id))
     return GitHubAPI(credentials or {"token": TOKEN}, place, clock=clock)
-
-
-def rsa_key_pair():
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    public = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return private, public
 
 
 # Registration.

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 
 from hooklatch.admin.openapi import spec_text
+from hooklatch.workers.relay.reconcile import ReconcileRunner
 from tests.integration.test_ordering_surfaces import fifo_endpoint, park
 from tests.support.openapi import Described, DescribedClient, described_routes, served_routes
 from tests.support.pipeline import deliver, make_dead, make_endpoint
-from tests.support.tokens import AUTH
+from tests.support.tokens import AUTH, GITHUB_TOKEN
 
 
 def test_the_description_names_every_admin_route_and_no_other(app):
@@ -44,7 +45,7 @@ def test_the_description_is_served_behind_the_admin_token(client):
     assert answer.json["openapi"].startswith("3.1")
 
 
-def test_every_operation_answers_as_described(client, runtime):
+def test_every_operation_answers_as_described(client, runtime, github):
     """Each route is called until it answers with success, and with some of its errors;
     every answer is checked against the description as it comes (DescribedClient)."""
     described = Described()
@@ -98,10 +99,32 @@ def test_every_operation_answers_as_described(client, runtime):
     api.post("/admin/endpoints/shop/keys/release", json=release)  # 404 not_parked
     api.get("/admin/audit?limit=100")
 
+    # The provider side, against a local server that answers as GitHub's API does.
+    place = {"api_url": github.url, "scope": "repos/acme/widgets"}
+    credential = {"credential": {"token": GITHUB_TOKEN}, **place}
+    api.post(
+        "/admin/endpoints", json={"provider": "github", "name": "hooked", "register": credential}
+    )
+    api.get("/admin/endpoints/hooked/provider-side")
+    api.post("/admin/endpoints/hooked/provider-side/check")
+    api.post("/admin/endpoints/hooked/register")  # 400 registered_already
+    api.delete("/admin/endpoints/hooked")  # 409 remote_choice_needed
+    api.post("/admin/endpoints/hooked/reconcile", json={"dry_run": True})
+    ReconcileRunner(runtime).once()
+    run = api.get("/admin/endpoints/hooked/reconcile/runs").json["runs"][0]
+    api.get(f"/admin/endpoints/hooked/reconcile/runs/{run['id']}")
+    api.delete("/admin/endpoints/hooked/register")
+    api.put("/admin/endpoints/repo/credential", json=credential)
+    api.post("/admin/endpoints/repo/register", json={"event_types": ["push"]})
+    github.revoke(GITHUB_TOKEN)
+    api.delete("/admin/endpoints/repo?remote=true")  # 502 provider_unauthorized
+    api.delete("/admin/endpoints/repo/credential")
+    api.delete("/admin/endpoints/hooked?remote=false")
+
     succeeded = {(path, method) for path, method, status in described.checked if status < 300}
     assert succeeded == described_routes(described.spec)
     errors = {status for _, _, status in described.checked if status >= 400}
-    assert errors == {400, 404, 409}
+    assert errors == {400, 404, 409, 502}
 
 
 def test_an_answer_that_strays_from_the_description_is_caught():

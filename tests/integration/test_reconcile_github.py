@@ -6,9 +6,7 @@ server that answers as GitHub's REST API description says."""
 from __future__ import annotations
 
 from collections import Counter
-from urllib.parse import urlsplit
 
-import pytest
 import requests
 from sqlalchemy import select
 
@@ -18,23 +16,10 @@ from hooklatch.reconcile.models import ProviderHook, ReconcileState
 from hooklatch.reconcile.runs import RunRequest
 from hooklatch.runtime import reconciler
 from hooklatch.services.provider_side import NewRegistration, add_registered
-from tests.support.fake_github import FakeGitHub
 from tests.support.pipeline import drain, runs_of
+from tests.support.tokens import GITHUB_TOKEN as TOKEN
 
-TOKEN = "ghp_reconcile_test_token_0123456789"
 SCOPE = "repos/acme/shop"
-
-
-@pytest.fixture
-def github(client):
-    """FakeGitHub delivering into the app's ingest view (the Flask test client)."""
-
-    def send(url, headers, body):
-        return client.post(urlsplit(url).path, data=body, headers=dict(headers)).status_code
-
-    with FakeGitHub(send=send) as fake:
-        fake.add_token(TOKEN)
-        yield fake
 
 
 def registered(runtime, github):

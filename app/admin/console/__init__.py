@@ -23,7 +23,14 @@ from flask import Flask, url_for
 from markupsafe import Markup, escape
 
 # Imported for the views and hooks they register on the blueprint.
-from hooklatch.admin.console import auth, endpoints, keys, pages, replays  # noqa: F401
+from hooklatch.admin.console import (  # noqa: F401
+    auth,
+    endpoints,
+    keys,
+    pages,
+    provider_side,
+    replays,
+)
 from hooklatch.admin.console.blueprint import bp
 from hooklatch.audit import REASON_MAX
 from hooklatch.display import counted, shown_time, utc_time, visible

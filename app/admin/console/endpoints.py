@@ -1,7 +1,8 @@
 """Endpoints in the console: the URL to give the provider, secrets by fingerprint with
-when each last verified a delivery, refusals by reason, the ordering settings; disabling
-and enabling; changing the ordering; adding a secret (its value shown on that one page,
-never again) and removing one."""
+when each last verified a delivery, refusals by reason, the ordering settings, the
+endpoint's side at its provider (hooklatch.admin.console.provider_side); disabling and
+enabling; changing the ordering; adding a secret (its value shown on that one page,
+never again) and removing one. The list flags webhooks that drifted at the provider."""
 
 from __future__ import annotations
 
@@ -19,14 +20,20 @@ from hooklatch.errors import BadRequest
 from hooklatch.runtime import current_runtime
 from hooklatch.services.endpoints import endpoint_details
 from hooklatch.services.ordering import change_endpoint_ordering
+from hooklatch.services.provider_side import drifted, provider_side
 
 
 @bp.get("/endpoints")
 def endpoints() -> ResponseReturnValue:
     runtime = current_runtime()
+    drift = drifted(runtime)
     with runtime.session_factory() as session:
         rows = [
-            {"endpoint": e, "url": endpoint_url(runtime.settings.public_url, e)}
+            {
+                "endpoint": e,
+                "url": endpoint_url(runtime.settings.public_url, e),
+                "drift": drift.get(e.id, []),
+            }
             for e in session.scalars(select(Endpoint).order_by(Endpoint.name))
         ]
     return render_template("console/endpoints.html", rows=rows)
@@ -40,10 +47,13 @@ def endpoint(endpoint_id: str) -> ResponseReturnValue:
 def _endpoint_page(endpoint_id: str, *, new_secret: str | None = None) -> str:
     runtime = current_runtime()
     details = endpoint_details(runtime, endpoint_id)
+    provider = runtime.provider(str(details["provider"]))
     return render_template(
         "console/endpoint.html",
         endpoint=details,
-        generates=runtime.provider(str(details["provider"])).generates_secret,
+        side=provider_side(runtime, endpoint_id),
+        credential_fields=provider.credential_fields,
+        generates=provider.generates_secret,
         new_secret=new_secret,
         policies=POLICIES,
         dead_policies=DEAD_POLICIES,

@@ -1,0 +1,80 @@
+"""The embedded default (SQLite, no Redis) reconciles as PostgreSQL does: the lease, the
+pulled events under the delivery's key, the cursor, the relay's thread taking a run asked
+for."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+from sqlalchemy import select
+
+from hooklatch.events.models import Event
+from hooklatch.providers.remote import Place
+from hooklatch.reconcile.models import ReconcileRun, ReconcileState
+from hooklatch.reconcile.runs import Busy, RunRequest
+from hooklatch.runtime import reconciler
+from hooklatch.services.provider_side import NewRegistration, add_registered, request_reconcile
+from hooklatch.workers.relay.reconcile import ReconcileRunner
+from tests.support.database import sqlite_settings
+from tests.support.fake_stripe import FakeStripe
+
+KEY = "rk_test_sqlite_0123456789abcdef"
+
+
+@pytest.fixture
+def settings(settings, tmp_path):
+    return sqlite_settings(settings, tmp_path / "db")
+
+
+def test_a_run_asked_for_is_taken_by_the_relay_thread_on_sqlite(client, runtime):
+    with FakeStripe() as fake:
+        fake.add_key(KEY)
+        runtime.settings = replace(runtime.settings, public_url="http://127.0.0.1:9")
+        new = NewRegistration(
+            provider="stripe",
+            name="billing",
+            credential={"api_key": KEY},
+            event_types=["invoice.paid"],
+            place=Place(api_url=fake.url),
+        )
+        endpoint = str(add_registered(runtime, new, actor="test")["id"])
+        now = fake.now()
+        events = [
+            fake.create_event("invoice.paid", {"id": f"in_{n}"}, now - 300 + n) for n in range(150)
+        ]
+        request_reconcile(runtime, endpoint, RunRequest(trigger="api", requested_by="test"))
+
+        assert ReconcileRunner(runtime).once() == 1
+
+        with runtime.session_factory() as session:
+            stored = session.scalars(select(Event.external_id).order_by(Event.id)).all()
+            [run] = session.scalars(select(ReconcileRun)).all()
+            state = session.get(ReconcileState, endpoint)
+        assert stored == [e["id"] for e in events]  # oldest first
+        assert (run.status, run.fetched, run.trigger) == ("finished", 150, "api")
+        assert state is not None and state.cursor is not None and state.requested is None
+        again = reconciler(runtime).run(endpoint, RunRequest(trigger="cli", requested_by="t"))
+        assert again["fetched"] == 0
+        with runtime.session_factory() as session:
+            counts = Counter(session.scalars(select(Event.external_id)))
+        assert set(counts.values()) == {1}
+
+
+def test_one_run_per_endpoint_at_a_time_on_sqlite(client, runtime):
+    with FakeStripe() as fake:
+        fake.add_key(KEY)
+        new = NewRegistration(
+            provider="stripe",
+            name="billing",
+            credential={"api_key": KEY},
+            event_types=["invoice.paid"],
+            place=Place(api_url=fake.url),
+        )
+        endpoint = str(add_registered(runtime, new, actor="test")["id"])
+        first, second = reconciler(runtime), reconciler(runtime)
+        with first.session_factory.begin() as session:
+            first._take_lease(session, endpoint, runtime.clock())
+        with pytest.raises(Busy):
+            second.run(endpoint, RunRequest(trigger="cli", requested_by="test"))
