@@ -17,7 +17,9 @@ def pause(default_seconds: float) -> float:
     """A handler's fixed cost (a call to a downstream API): BENCH_HANDLER_SECONDS asleep, or
     ``default_seconds``. Returns when it began (Unix time, this machine's clock)."""
     started = time.time()
-    time.sleep(float(os.environ.get("BENCH_HANDLER_SECONDS") or default_seconds))
+    seconds = float(os.environ.get("BENCH_HANDLER_SECONDS") or default_seconds)
+    if seconds > 0:  # sleep(0) still yields the core, a cost of its own on a busy machine
+        time.sleep(seconds)
     return started
 
 
