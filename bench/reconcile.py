@@ -47,16 +47,12 @@ from multiprocessing.synchronize import Event as StopEvent
 from typing import Any
 
 import click
+import requests
 
 from bench import load
 from bench.plans import Sized, sized
 from bench.procs import BenchError, Procs, free_port, psql, wait_until
 from bench.scenarios import Bench, Plan, finish, head_commit, prepared_bench, results_head
-from hooklatch.assembly import build_runtime
-from hooklatch.providers.remote import Place
-from hooklatch.reconcile.runs import RunRequest
-from hooklatch.runtime import Runtime
-from hooklatch.services.provider_side import NewRegistration, add_registered, request_reconcile
 from hooklatch.settings import Settings
 from tests.support.fake_stripe import ENDPOINTS_WRITE, EVENTS_READ, FakeStripe
 
@@ -64,6 +60,7 @@ REDIS_URL = "redis://127.0.0.1:6379/9"
 HANDLERS = "bench.handlers.stamped"
 # A restricted key as the credential asks for: reads Events, writes Webhook Endpoints.
 KEY = "rk_test_bench_reconcile_7d41c09e5a3b28f6"
+TOKEN = "bench-admin-token-0f6b2d9e41c7a35884e1"  # long enough to start with
 HORIZON = timedelta(days=30)
 RUN = (
     "SELECT id, status, stop_reason, requests, pages, listed, missing, present, fetched, "
@@ -162,24 +159,31 @@ class LiveSender:
 # -- the load ---------------------------------------------------------------------------------
 
 
-def registered(runtime: Runtime, fake: FakeStripe) -> tuple[str, str, str]:
-    """The endpoint made and registered at FakeStripe with the restricted key, as
-    `hooklatch endpoints add stripe --register` does: its id, URL and webhook's id."""
-    made = add_registered(
-        runtime,
-        NewRegistration(
-            provider="stripe",
-            name="billing",
-            credential={"api_key": KEY},
-            event_types=["invoice.paid"],
-            place=Place(api_url=fake.url),
-        ),
-        actor="bench",
+def admin(base_url: str, path: str, body: dict[str, Any], status: int) -> dict[str, Any]:
+    """POST to the admin API, as an operator's script would; its answer's JSON."""
+    answer = requests.post(
+        f"{base_url}/admin/{path}",
+        json=body,
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=60,
     )
-    side = made["provider_side"]
-    webhook = side.get("webhook") if isinstance(side, dict) else None
-    if not isinstance(webhook, dict) or not webhook.get("hook_id"):
-        raise BenchError(f"the endpoint was not registered at FakeStripe: {side}")
+    if answer.status_code != status:
+        raise BenchError(f"POST /admin/{path}: {answer.status_code} {answer.text}")
+    found: dict[str, Any] = answer.json()
+    return found
+
+
+def registered(base_url: str, fake: FakeStripe) -> tuple[str, str, str]:
+    """The endpoint made and registered at FakeStripe with the restricted key through the
+    admin API (``POST /admin/endpoints`` with ``register``): its id, URL and webhook's id."""
+    register = {"credential": {"api_key": KEY}, "event_types": ["invoice.paid"]}
+    made = admin(
+        base_url,
+        "endpoints",
+        {"provider": "stripe", "name": "billing", "register": {**register, "api_url": fake.url}},
+        201,
+    )
+    webhook = made["provider_side"]["webhook"]
     return str(made["id"]), str(made["url"]), str(webhook["hook_id"])
 
 
@@ -247,39 +251,30 @@ def run(bench: Bench, plan: ReconcilePlan) -> dict[str, Any]:
     port = free_port()
     extra = {
         "HOOKLATCH_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        "HOOKLATCH_ADMIN_TOKEN": TOKEN,
         "BENCH_HANDLER_SECONDS": repr(plan.handler_seconds),
     }
-    runtime = build_runtime(Settings.from_env(bench.env(**extra)))
-    try:
-        with FakeStripe() as fake:
-            fake.add_key(KEY, permissions=(EVENTS_READ, ENDPOINTS_WRITE))
-            endpoint = registered(runtime, fake)
-            measured = phases(bench, plan, runtime, fake, endpoint, extra)
-            measured.settings = {"HOOKLATCH_HANDLERS": HANDLERS, **extra}
-            measured.pages = [
-                r.params for r in fake.requests if (r.method, r.path) == ("GET", "/v1/events")
-            ]
-    finally:
-        runtime.dispose()
+    with FakeStripe() as fake:
+        fake.add_key(KEY, permissions=(EVENTS_READ, ENDPOINTS_WRITE))
+        measured = phases(bench, plan, fake, port, extra)
+        measured.pages = [
+            r.params for r in fake.requests if (r.method, r.path) == ("GET", "/v1/events")
+        ]
+    shown = {**extra, "HOOKLATCH_ADMIN_TOKEN": "(set)"}
+    measured.settings = {"HOOKLATCH_HANDLERS": HANDLERS, **shown}
     return check_and_figures(bench, plan, measured)
 
 
 def phases(
-    bench: Bench,
-    plan: ReconcilePlan,
-    runtime: Runtime,
-    fake: FakeStripe,
-    endpoint: tuple[str, str, str],
-    extra: dict[str, str],
+    bench: Bench, plan: ReconcilePlan, fake: FakeStripe, port: int, extra: dict[str, str]
 ) -> Measured:
-    endpoint_id, url, hook_id = endpoint
-    secret = fake.secret_of(hook_id)  # what hooklatch stored at registration
-    port = int(extra["HOOKLATCH_PUBLIC_URL"].rsplit(":", 1)[1])
     pace = (plan.live_rate, plan.slice_seconds)
     env = bench.env(HOOKLATCH_HANDLERS=HANDLERS, **extra)  # what the processes get
     server = bench.hooklatch(workers=plan.workers, handlers=HANDLERS, port=port, **extra)  # type: ignore[arg-type]
-    with server as (procs, _):
-        bench.log("  the relay's first scheduled run, at its start")
+    with server as (procs, base_url):
+        endpoint_id, url, hook_id = registered(base_url, fake)
+        secret = fake.secret_of(hook_id)  # what hooklatch stored, and Stripe signs with
+        bench.log("  registered; the relay's first scheduled run")
         scheduled = finished_run(bench, 0, timeout=60)
         # Not measured: each web worker's first requests, and the senders' connections.
         warm = LiveSender(Live(url, secret, "warm", *pace, slices=1)).results()
@@ -290,11 +285,11 @@ def phases(
         procs.stop(next(proc for proc in procs.running if proc.name == "web"))
         created = missing_events(fake, hook_id, plan)
         bench.start_web(procs, env, port)
-        bench.log("  web up: live deliveries again, and a reconcile asked of the relays")
+        bench.log("  web up: live deliveries again, and a reconcile asked through the admin API")
         sender = LiveSender(Live(url, secret, "beside", *pace))
         time.sleep(2)
         asked_at = time.time()
-        request_reconcile(runtime, endpoint_id, RunRequest(trigger="api", requested_by="bench"))
+        admin(base_url, f"endpoints/{endpoint_id}/reconcile", {"requested_by": "bench"}, 202)
         ended = finished_run(bench, int(scheduled["id"]), timeout=plan.run_timeout_seconds)
         bench.log(f"  run {ended['status']}: {ended['fetched']:,} fetched; processing them")
         wait_processed(bench, procs, "api", plan.missing, plan.run_timeout_seconds)
