@@ -40,7 +40,7 @@ import multiprocessing
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event as StopEvent
@@ -419,6 +419,8 @@ def check_and_figures(bench: Bench, plan: ReconcilePlan, measured: Measured) -> 
             "listing_seconds": round(first_stored - ran["started"], 2),
             "storing_seconds": round(last_stored - first_stored, 2),
         },
+        "workers": plan.workers,
+        "handler_ms": plan.handler_seconds * 1000,
         "stored_per_second": round(ran["fetched"] / seconds, 1),
         "processed_seconds": round(last_processed - ran["started"], 2),
         "processed_per_second": round(plan.missing / (last_processed - ran["started"]), 1),
@@ -472,7 +474,8 @@ def summary(figures: dict[str, Any]) -> list[str]:
         f"{ran['taken_by_relay_after_seconds']} s after it was asked for",
         f"stored {figures['stored_per_second']:,}/s over the run; processed "
         f"{figures['processed_per_second']:,}/s (all {figures['processed_seconds']} s after "
-        "the run's start)",
+        f"the run's start; {figures['workers']} worker, a {figures['handler_ms']:g} ms "
+        "handler)",
         f"live events at {live['rate']:g}/s, handler wait p50 / p99 / max: "
         f"{live['baseline_wait_p50_ms']} / {live['baseline_wait_p99_ms']} / "
         f"{live['baseline_wait_max_ms']} ms alone ({live['baseline_events']}), "
@@ -489,8 +492,19 @@ def summary(figures: dict[str, Any]) -> list[str]:
 
 @click.command()
 @click.option("--smoke", is_flag=True, help="A hundred events: checks, not figures.")
-def main(smoke: bool) -> None:
+@click.option(
+    "--handler-ms",
+    type=float,
+    default=None,
+    help="The handler's fixed cost (a downstream call) instead of none; the results' file "
+    "is then <date>-reconcile-handler<N>ms.json.",
+)
+def main(smoke: bool, handler_ms: float | None) -> None:
     plan = ReconcilePlan.for_run(smoke)
+    name = "reconcile"
+    if handler_ms is not None:
+        plan = replace(plan, handler_seconds=handler_ms / 1000)
+        name = f"reconcile-handler{handler_ms:g}ms"
     load_before = os.getloadavg()
     with prepared_bench(Plan.for_run(smoke), REDIS_URL) as bench:
         bench.log("reconcile: missing Stripe events fetched beside live deliveries")
@@ -502,7 +516,7 @@ def main(smoke: bool) -> None:
         "plan": asdict(plan),
         "figures": figures,
     }
-    finish(results, summary(figures), name="reconcile", smoke=smoke)
+    finish(results, summary(figures), name=name, smoke=smoke)
 
 
 if __name__ == "__main__":
