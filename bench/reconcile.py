@@ -295,7 +295,8 @@ def phases(
         wait_processed(bench, procs, "api", plan.missing, plan.run_timeout_seconds)
         beside = sender.results()
         live = sum(r.sent for r in warm + alone + beside)
-        wait_processed(bench, procs, "webhook", live, 60)
+        # Live events stored behind the fetched ones may still wait for them.
+        wait_processed(bench, procs, "webhook", live, plan.run_timeout_seconds)
         procs.check_alive()
     return Measured(created, scheduled, ended, warm, alone, beside, asked_at, [], {})
 
