@@ -3,21 +3,22 @@ how fast the run fetches and stores them, how fast they are then processed, and 
 does to live deliveries' latency.
 
 The processes are the Procfile's (gunicorn, `hooklatch relay`, one `hooklatch worker`),
-with default settings but the public URL. Stripe is FakeStripe (tests/support), a local
-server that answers as Stripe's API description says and delivers signed events; it runs
-in a thread of this process, so its own CPU is taken from the same cores. The load is
-made as production makes it, nothing by SQL:
+with default settings but the public URL and the admin token. Stripe is FakeStripe
+(tests/support), a local server that answers as Stripe's API description says and
+delivers signed events; it runs in a thread of this process, so its own CPU is taken
+from the same cores. The load is made as production makes it, nothing by SQL:
 
-- the endpoint is created and registered at FakeStripe with a restricted key, as
-  `hooklatch endpoints add stripe --register` does (the service under every face):
-  FakeStripe holds its URL and makes its signing secret, which hooklatch stores;
-- hooklatch starts; the relay's first scheduled reconcile runs at once and finds nothing;
+- hooklatch starts, and the endpoint is created and registered at FakeStripe with a
+  restricted key through the admin API (``POST /admin/endpoints`` with ``register``):
+  FakeStripe holds its URL and makes its signing secret, which hooklatch stores; the
+  relay's first scheduled reconcile runs at once and finds nothing;
 - **baseline**: live deliveries, signed with that secret, at a steady open-loop rate;
 - the web goes down; the events are made at FakeStripe and each is delivered by it to the
   dead URL, which does not answer, so Stripe lists it under ``delivery_success=false``;
 - the web comes back, live deliveries resume at the same rate, and a reconcile of the
-  endpoint is asked for as the admin API and the console ask (``request_reconcile``): the
-  next relay step runs it, as it runs the scheduled ones, beside its dispatch of events.
+  endpoint is asked for through the admin API (``POST /admin/endpoints/{id}/reconcile``):
+  the next relay step runs it, as it runs the scheduled ones, beside its dispatch of
+  events (where production's runs happen; `hooklatch reconcile` runs in its own process).
 
 The live deliveries are sent from a process of their own, so that FakeStripe's work in
 this one does not delay them. Figures: the run's requests, pages and duration; events
@@ -28,9 +29,9 @@ the run: exactly the missing events found and fetched, every event's handler run
 once, every live delivery answered 200, no page asked for past Stripe's 30-day horizon,
 the run finished within the default budget.
 
-`python -m bench.reconcile [--smoke]` prints the figures (and, in full mode, writes them
-to bench/results/<date>-reconcile.json). Smoke runs fail only on a check, never on a
-figure.
+`python -m bench.reconcile [--smoke] [--handler-ms N]` prints the figures (and, in full
+mode, writes them to bench/results/<date>-reconcile.json). Smoke runs fail only on a
+check, never on a figure.
 """
 
 from __future__ import annotations
