@@ -194,6 +194,9 @@ class Run:
     url: str
     options: Mapping[str, str]
     ordering: OrderingSettings
+    # False when the run starts later than where the cursor resumes (``--since``): what
+    # lies between is not read, so the cursor stays.
+    moves_cursor: bool = True
     tally: Tally = field(default_factory=Tally)
 
 
@@ -262,12 +265,11 @@ class Reconciler:
                 .values(status=INTERRUPTED, finished_at=now)
             )
             floor = now - reached.api.horizon + HORIZON_MARGIN
-            if request.since is not None:
-                wanted = request.since
-            elif state.cursor is not None:
-                wanted = state.cursor - self.settings.overlap
+            if state.cursor is not None:
+                resume = state.cursor - self.settings.overlap
             else:
-                wanted = endpoint.created_at - self.settings.overlap
+                resume = endpoint.created_at - self.settings.overlap
+            wanted = request.since if request.since is not None else resume
             since = max(wanted, floor)
             row = ReconcileRun(
                 endpoint_id=endpoint.id,
@@ -296,6 +298,7 @@ class Reconciler:
                     endpoint.hold_seconds,
                     endpoint.ordering_key_path,
                 ),
+                moves_cursor=since <= max(resume, floor),
             )
             session.expunge(endpoint)
         if wanted < floor:
@@ -304,6 +307,12 @@ class Reconciler:
                 f"to {floor.isoformat()}: anything it lost before then cannot be recovered"
             )
             log.warning("reconcile of %s: %s", endpoint.id, run.tally.error)
+        if not run.moves_cursor:
+            run.tally.error = (
+                f"asked from {since.isoformat()}, after where the cursor resumes "
+                f"({max(resume, floor).isoformat()}): what lies between is not read, so the "
+                "cursor stays"
+            )
         return run
 
     def _take_lease(self, session: Session, endpoint_id: str, now: datetime) -> ReconcileState:
@@ -510,7 +519,8 @@ class Reconciler:
         size = self.settings.chunk_size
         for start in range(0, len(missing), size):
             chunk = missing[start : start + size]
-            self._store(run, chunk, cursor=chunk[-1][0].created if cut is None else None)
+            moved = cut is None and run.moves_cursor
+            self._store(run, chunk, cursor=chunk[-1][0].created if moved else None)
             self._renew(run)
         if cut is not None:
             raise cut
@@ -618,6 +628,8 @@ class Reconciler:
     def _advance(self, run: Run, started: datetime) -> None:
         """The listing reached the cursor and everything it found is stored or asked for:
         the cursor moves to when the listing began."""
+        if not run.moves_cursor:
+            return
         with self.session_factory.begin() as session:
             self._move_cursor(session, run, started)
 
