@@ -667,6 +667,9 @@ class Reconciler:
             latest = max(tried, key=lambda a: a.at)
             self._call(run, partial(api.redeliver, latest.attempt_id), page=False)
             run.tally.redeliveries += 1
+            # A run may ask for as many redeliveries as its budget allows, slower in all
+            # than its lease.
+            self._renew(run)
         if cut is not None:
             raise cut
         self._advance(run, started)

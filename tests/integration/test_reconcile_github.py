@@ -6,6 +6,9 @@ server that answers as GitHub's REST API description says."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
+from datetime import timedelta
+from urllib.parse import urlsplit
 
 import requests
 from sqlalchemy import select
@@ -13,9 +16,10 @@ from sqlalchemy import select
 from hooklatch.events.models import Event
 from hooklatch.providers.remote import Place
 from hooklatch.reconcile.models import ProviderHook, ReconcileState
-from hooklatch.reconcile.runs import RunRequest
+from hooklatch.reconcile.runs import Busy, Reconciler, RunRequest
 from hooklatch.runtime import reconciler
 from hooklatch.services.provider_side import NewRegistration, add_registered
+from tests.support.fake_github import FakeGitHub
 from tests.support.pipeline import drain, runs_of
 from tests.support.tokens import GITHUB_TOKEN as TOKEN
 
@@ -118,6 +122,52 @@ def test_a_delivery_stored_here_but_failed_at_github_is_present_not_redelivered(
     run = reconciler(runtime).run(endpoint, RunRequest(trigger="cli", requested_by="test"))
     assert (run["present"], run["missing"], run["redeliveries"]) == (1, 0, 0)
     assert guid not in {d.guid for d in github.redeliveries(hook_id)}
+
+
+def test_a_run_keeps_its_lease_while_it_asks_for_redeliveries(runtime, router, client):
+    """Each redelivery asked for renews the run's lease: a run whose redeliveries take
+    longer in all than its lease still holds the endpoint, and no second run starts."""
+    ran = runs_of(router, "github")
+    minutes, started = [0], runtime.clock()
+    base = reconciler(runtime)
+
+    def at_the_minute():
+        return Reconciler(
+            session_factory=base.session_factory,
+            box=base.box,
+            provider=base.provider,
+            settings=replace(base.settings, lease=timedelta(minutes=2)),
+            public_url=base.public_url,
+            clock=lambda: started + timedelta(minutes=minutes[0]),
+        )
+
+    second, tries = at_the_minute(), []
+
+    def send(url, headers, body):
+        """Each redelivery takes a minute; at the fourth, a second run tries to start."""
+        status = client.post(urlsplit(url).path, data=body, headers=dict(headers)).status_code
+        minutes[0] += 1
+        if minutes[0] == 4:
+            try:
+                second.run(endpoint, RunRequest(trigger="cli", requested_by="second"))
+            except Busy:
+                tries.append("busy")
+            else:
+                tries.append("ran")
+        return status
+
+    with FakeGitHub(send=send) as github:
+        github.add_token(TOKEN)
+        endpoint, hook_id = registered(runtime, github)
+        for n in range(6):
+            github.deliver(hook_id, "push", {"ref": f"refs/heads/l{n}"}, fail=True)
+
+        run = at_the_minute().run(endpoint, RunRequest(trigger="cli", requested_by="test"))
+
+    assert tries == ["busy"]
+    assert (run["status"], run["redeliveries"]) == ("finished", 6)
+    drain(runtime)
+    assert len(ran) == 6
 
 
 def test_a_dry_run_says_what_it_would_redeliver_and_changes_nothing(runtime, github):
