@@ -12,7 +12,9 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 import pytest
+from sqlalchemy import update
 
+from hooklatch.endpoints.models import Endpoint
 from hooklatch.workers.relay.reconcile import ReconcileRunner
 from tests.support.database import count
 from tests.support.fake_stripe import ENDPOINTS_READ, ENDPOINTS_WRITE, EVENTS_READ, FakeStripe
@@ -485,6 +487,25 @@ def test_a_dry_run_asked_through_the_api_changes_nothing(api, runtime, github):
     assert github.redeliveries(hook_id) == []
     state = api.get("/admin/endpoints/shop/provider-side").json["reconcile"]
     assert (state["cursor"], state["missing_total"], state["runs_total"]) == (None, 0, 0)
+
+
+def test_an_endpoint_whose_provider_is_gone_keeps_no_relay_from_the_others(
+    api, runtime, github, caplog
+):
+    """A run that cannot start (its provider's plugin was uninstalled) is logged and
+    passed over: the relay goes on to the next endpoint's."""
+    registered(api, github, "gone")
+    registered(api, github, "shop")
+    for name in ("gone", "shop"):
+        api.post(f"/admin/endpoints/{name}/reconcile", json={"dry_run": True})
+    with runtime.session_factory.begin() as session:
+        session.execute(update(Endpoint).where(Endpoint.name == "gone").values(provider="retired"))
+
+    taken = ReconcileRunner(runtime).once()
+
+    assert taken == 1
+    assert "provider 'retired' is not installed" in caplog.text
+    assert len(api.get("/admin/endpoints/shop/reconcile/runs").json["runs"]) == 1
 
 
 # -- against FakeStripe ----------------------------------------------------------------

@@ -42,7 +42,7 @@ class ReconcileRunner:
                 self.reconciler.run(endpoint_id, request)
             except Busy:
                 continue  # another relay or a person's run has it
-            except HooklatchError as exc:
+            except (HooklatchError, LookupError) as exc:  # LookupError: provider not installed
                 log.warning("reconcile of %s cannot start: %s", endpoint_id, exc)
                 continue
             ran += 1
