@@ -192,7 +192,8 @@ class Run:
     request: RunRequest
     since: datetime
     url: str
-    options: Mapping[str, str]
+    # Decrypted, secret ones too: kept out of the repr (a traceback's locals).
+    options: Mapping[str, str] = field(repr=False)
     ordering: OrderingSettings
     # False when the run starts later than where the cursor resumes (``--since``): what
     # lies between is not read, so the cursor stays.
