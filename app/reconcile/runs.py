@@ -99,6 +99,9 @@ class ReconcileSettings:
     chunk_size: int = 200
     # Between two scheduled runs of an endpoint; None: only by hand.
     interval: timedelta | None = timedelta(hours=1)
+    # How long an event's dedupe key is kept (HOOKLATCH_DEDUPE_RETENTION_DAYS): nothing
+    # older is asked for, since an event whose key is gone would be stored and run again.
+    dedupe_retention: timedelta = timedelta(days=30)
 
 
 @dataclass(frozen=True)
@@ -265,7 +268,8 @@ class Reconciler:
                 .where(ReconcileRun.endpoint_id == endpoint.id, ReconcileRun.status == RUNNING)
                 .values(status=INTERRUPTED, finished_at=now)
             )
-            floor = now - reached.api.horizon + HORIZON_MARGIN
+            reach_back = min(reached.api.horizon, self.settings.dedupe_retention)
+            floor = now - reach_back + HORIZON_MARGIN
             if state.cursor is not None:
                 resume = state.cursor - self.settings.overlap
             else:
@@ -304,8 +308,9 @@ class Reconciler:
             session.expunge(endpoint)
         if wanted < floor:
             run.tally.error = (
-                f"asked from {wanted.isoformat()}, but the provider's API reaches back only "
-                f"to {floor.isoformat()}: anything it lost before then cannot be recovered"
+                f"asked from {wanted.isoformat()}, but the provider's API (or the dedupe keys "
+                f"kept, HOOKLATCH_DEDUPE_RETENTION_DAYS) reaches back only to "
+                f"{floor.isoformat()}: anything it lost before then cannot be recovered"
             )
             log.warning("reconcile of %s: %s", endpoint.id, run.tally.error)
         if not run.moves_cursor:

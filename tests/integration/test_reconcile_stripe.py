@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.models import Event
@@ -177,6 +177,29 @@ def test_a_run_from_later_than_the_cursor_leaves_the_cursor_for_what_it_did_not_
         assert "cursor stays" in recent["error"]
         regular = run_now(runtime, endpoint)
         assert (regular["missing"], regular["fetched"], regular["sample"]) == (1, 1, [lost["id"]])
+        drain(runtime)
+        assert len(ran) == 1
+
+
+def test_a_run_asks_for_nothing_older_than_the_dedupe_keys_kept(app, runtime, router):
+    """An event whose row retention deleted has no dedupe key left: fetched again, its
+    handlers would run a second time. A run reaches back no further than the keys kept
+    (HOOKLATCH_DEDUPE_RETENTION_DAYS), even where the provider's API reaches further."""
+    ran = runs_of(router, "stripe")
+    runtime.settings = replace(runtime.settings, dedupe_retention_days=7.0)
+    with stripe_and_app(app, runtime) as fake:
+        endpoint, hook = registered(runtime, fake, created_days_ago=45)
+        old = fake.create_event("invoice.paid", {"id": "in_old"}, fake.now() - 10 * 86400)
+        assert fake.deliver(old["id"], hook) == 200
+        drain(runtime)
+        with runtime.session_factory.begin() as session:  # as retention does after 7 days
+            session.execute(delete(Event).where(Event.external_id == old["id"]))
+
+        run = run_now(runtime, endpoint, everything=True, since=runtime.clock() - timedelta(20))
+
+        assert (run["status"], run["listed"], run["fetched"]) == ("finished", 0, 0)
+        [listed] = events_requests(fake)
+        assert int(listed.params["created[gte]"]) >= fake.now() - 7 * 86400
         drain(runtime)
         assert len(ran) == 1
 
