@@ -33,10 +33,18 @@ def failed(exc: RemoteError, doing: str) -> ProviderAPIFailed:
     )
 
 
+# The longest of each part of a place that provider_hooks holds.
+PLACE_LENGTHS = {"api_url": 500, "scope": 255, "hook_id": 255}
+
+
 def place_hook(
     session: Session, endpoint: Endpoint, place: Place, *, event_types: Sequence[str] | None = None
 ) -> ProviderHook:
     """Say where the endpoint's webhook lives (its API URL, scope and, once known, id)."""
+    for name, longest in PLACE_LENGTHS.items():
+        value = getattr(place, name)
+        if value is not None and len(value) > longest:
+            raise BadRequest(f"{name} is longer than {longest} characters", reason="bad_place")
     hook = session.get(ProviderHook, endpoint.id)
     if hook is None:
         hook = ProviderHook(endpoint_id=endpoint.id)

@@ -151,6 +151,36 @@ def test_adding_an_endpoint_with_a_registration_that_cannot_be_adds_nothing(api,
     assert count(runtime, "SELECT count(*) FROM endpoints") == 0
 
 
+@pytest.mark.parametrize(
+    "place",
+    [
+        {"scope": "nonsense"},
+        {"scope": "repos/acme/" + "s" * 300},
+        {"scope": SCOPE, "api_url": "ftp://github.example.com"},
+        {"scope": SCOPE, "api_url": "https://" + "g" * 600 + ".example.com"},
+        {"scope": SCOPE, "hook_id": "abc"},
+        {"scope": SCOPE, "hook_id": "1" * 300},
+    ],
+    ids=["scope", "long scope", "api_url", "long api_url", "hook_id", "long hook_id"],
+)
+def test_a_place_the_provider_cannot_reach_is_refused_and_nothing_is_written(api, runtime, place):
+    make_endpoint(runtime, name="shop", provider="github")
+    linked = api.put(
+        "/admin/endpoints/shop/credential", json={"credential": {"token": TOKEN}, **place}
+    )
+    assert (linked.status_code, linked.json["error"]) == (400, "bad_place")
+    if "hook_id" not in place:  # a registration makes the hook: it takes no id
+        register = {"credential": {"token": TOKEN}, **place}
+        added = api.post(
+            "/admin/endpoints", json={"provider": "github", "name": "new", "register": register}
+        )
+        assert (added.status_code, added.json["error"]) == (400, "bad_place")
+    assert count(runtime, "SELECT count(*) FROM endpoints") == 1
+    assert count(runtime, "SELECT count(*) FROM endpoint_credentials") == 0
+    assert count(runtime, "SELECT count(*) FROM provider_hooks") == 0
+    assert count(runtime, "SELECT count(*) FROM audit_log") == 0
+
+
 def test_a_registered_endpoint_takes_no_secret_of_its_own(api, runtime):
     answer = api.post(
         "/admin/endpoints",
