@@ -388,6 +388,19 @@ def test_drift_at_github_is_seen_on_the_next_check(api, github):
     assert stored == deleted
 
 
+def test_a_url_too_long_to_keep_read_back_from_github_is_drift_not_an_error(api, github):
+    _, hook_id = registered(api, github)
+    far = "https://elsewhere.example/" + "x" * 3000
+    github.change_hook(hook_id, url=far)
+
+    checked = api.post("/admin/endpoints/shop/provider-side/check")
+
+    assert checked.status_code == 200, checked.json
+    webhook = checked.json["webhook"]
+    assert webhook["drift"] == ["url_changed"]
+    assert far.startswith(webhook["seen"]["url"]) and len(webhook["seen"]["url"]) <= 2000
+
+
 def test_registering_later_and_removing_from_github(api, runtime, github):
     made = api.post("/admin/endpoints", json={"provider": "github", "name": "shop"}).json
     [secret] = made["secret_values"]
