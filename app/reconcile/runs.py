@@ -80,6 +80,12 @@ HORIZON_MARGIN = timedelta(minutes=10)
 SAMPLE_SIZE = 100
 # Retries of a call the provider failed (5xx, no answer) before the run stops.
 CALL_RETRIES = 2
+# Stop.reason: the quota is down to the reserve; another process holds the endpoint.
+QUOTA = "quota"
+LEASE_LOST = "lease_lost"
+# A listing cut short for these asks for nothing more: the quota left is another's, and
+# so is the endpoint.
+ASK_NO_MORE = (QUOTA, LEASE_LOST)
 
 T = TypeVar("T")
 
@@ -359,7 +365,7 @@ class Reconciler:
                 update(ReconcileRun).where(ReconcileRun.id == run.id).values(run.tally.columns())
             )
         if kept is None:
-            raise Stop("lease_lost", "another process took over this endpoint's reconcile")
+            raise Stop(LEASE_LOST, "another process took over this endpoint's reconcile")
 
     def _finish(self, run: Run, status: str, reason: str | None) -> JSONObject:
         now, tally, dry = self.clock(), run.tally, run.request.dry_run
@@ -466,7 +472,7 @@ class Reconciler:
     def _quota(self, run: Run, quota: Quota) -> None:
         if quota.remaining is not None and quota.remaining <= self.settings.quota_reserve:
             raise Stop(
-                "quota",
+                QUOTA,
                 f"the provider's quota is down to {quota.remaining} "
                 f"(HOOKLATCH_RECONCILE_QUOTA_RESERVE is {self.settings.quota_reserve})",
             )
@@ -665,7 +671,7 @@ class Reconciler:
         run.tally.present = len(failed) - len(missing)
         run.tally.missing = len(missing)
         run.tally.sample = [tried[0].delivery_id for tried in missing[:SAMPLE_SIZE]]
-        if run.request.dry_run:
+        if run.request.dry_run or (cut is not None and cut.reason in ASK_NO_MORE):
             if cut is not None:
                 raise cut
             return

@@ -170,6 +170,36 @@ def test_a_run_keeps_its_lease_while_it_asks_for_redeliveries(runtime, router, c
     assert len(ran) == 6
 
 
+def test_a_run_stops_at_the_quota_reserve_and_spends_no_more_of_it(runtime, github):
+    """Once GitHub says the credential's quota is down to the reserve, the run stops: it
+    asks for no redelivery, leaving the rest to whatever else uses the token, and the next
+    run, with quota again, finds what this one did not ask for."""
+    endpoint, hook_id = registered(runtime, github)
+    lost = [
+        github.deliver(hook_id, "push", {"ref": f"refs/heads/l{n}"}, fail=True) for n in range(150)
+    ]
+    used = len(github.requests)  # the registration's
+    base = reconciler(runtime)
+    left = github.rate_limit - used - 1  # what GitHub says is left after the first page
+    sparing = Reconciler(
+        session_factory=base.session_factory,
+        box=base.box,
+        provider=base.provider,
+        settings=replace(base.settings, quota_reserve=left),
+        public_url=base.public_url,
+        clock=base.clock,
+    )
+
+    stopped = sparing.run(endpoint, RunRequest(trigger="cli", requested_by="test"))
+
+    assert (stopped["status"], stopped["stop_reason"]) == ("cut_short", "quota")
+    assert (stopped["requests"], stopped["redeliveries"]) == (1, 0)
+    assert github.redeliveries(hook_id) == []
+    resumed = base.run(endpoint, RunRequest(trigger="cli", requested_by="test"))
+    assert (resumed["status"], resumed["redeliveries"]) == ("finished", 150)
+    assert {d.guid for d in github.redeliveries(hook_id)} == set(lost)
+
+
 def test_a_dry_run_says_what_it_would_redeliver_and_changes_nothing(runtime, github):
     endpoint, hook_id = registered(runtime, github)
     lost = github.deliver(hook_id, "push", {"ref": "refs/heads/x"}, fail=True)
