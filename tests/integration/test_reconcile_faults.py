@@ -128,6 +128,40 @@ def test_a_provider_failing_mid_listing_cuts_the_run_short_and_the_next_resumes(
         assert_each_ran_once(ran, events)
 
 
+@pytest.mark.parametrize(
+    ("budget", "reason"),
+    [({"max_pages": 2}, "budget_pages"), ({"max_requests": 2}, "budget_requests")],
+)
+def test_a_run_stops_at_its_budget_says_so_and_a_larger_one_resumes(
+    app, runtime, router, budget, reason
+):
+    ran = runs_of(router, "stripe")
+    with stripe_and_app(app, runtime) as fake:
+        endpoint = registered(runtime, fake)
+        events = lost_events(fake, 250)
+        base = reconciler(runtime)
+        small = Reconciler(
+            session_factory=base.session_factory,
+            box=base.box,
+            provider=base.provider,
+            settings=replace(base.settings, **budget),
+            public_url=base.public_url,
+            clock=base.clock,
+        )
+
+        cut = small.run(endpoint, RunRequest(trigger="cli", requested_by="test"))
+
+        assert (cut["status"], cut["stop_reason"]) == ("cut_short", reason)
+        assert (cut["requests"], cut["pages"], cut["fetched"]) == (2, 2, 200)
+        assert len([r for r in fake.requests if r.path == "/v1/events"]) == 2
+        assert "budget" in cut["error"]
+        assert state_of(runtime, endpoint).cursor is None
+        resumed = run_now(runtime, endpoint)
+        assert (resumed["status"], resumed["fetched"], resumed["present"]) == ("finished", 50, 200)
+        drain(runtime)
+        assert_each_ran_once(ran, events)
+
+
 def test_a_key_revoked_mid_run_stops_it_at_once_and_a_rotated_key_resumes(
     app, runtime, router, caplog
 ):
