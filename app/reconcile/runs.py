@@ -458,8 +458,7 @@ class Reconciler:
                             f"run's {settings.max_wait:.0f} s",
                         ) from None
                     tally.waited += delay
-                    self.sleep(delay)
-                    self._renew(run)
+                    self._wait(run, delay)
                     continue
                 if exc.reason in (SERVER_ERROR, UNREACHABLE) and failures <= CALL_RETRIES:
                     self.sleep(reconnect_delay(failures))
@@ -468,6 +467,18 @@ class Reconciler:
             if page:
                 tally.pages += 1
             return result
+
+    def _wait(self, run: Run, seconds: float) -> None:
+        """Sleep, renewing the lease at least every half lease: a rate limit may be
+        waited out for longer than the lease (HOOKLATCH_RECONCILE_MAX_WAIT_SECONDS)."""
+        step = self.settings.lease.total_seconds() / 2
+        while True:
+            part = min(seconds, step)
+            self.sleep(part)
+            self._renew(run)
+            seconds -= part
+            if seconds <= 0:
+                return
 
     def _quota(self, run: Run, quota: Quota) -> None:
         if quota.remaining is not None and quota.remaining <= self.settings.quota_reserve:

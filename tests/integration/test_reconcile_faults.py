@@ -19,7 +19,7 @@ from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.models import Event
 from hooklatch.providers.remote import Place
 from hooklatch.reconcile.models import ReconcileRun, ReconcileState
-from hooklatch.reconcile.runs import Reconciler, RunRequest
+from hooklatch.reconcile.runs import Busy, Reconciler, RunRequest
 from hooklatch.runtime import reconciler
 from hooklatch.services.provider_side import (
     NewRegistration,
@@ -209,6 +209,46 @@ def test_a_rate_limit_mid_run_is_waited_out_as_the_provider_asks(app, runtime, r
         assert state_of(runtime, endpoint).errors_total == {"rate_limited": 1}
         drain(runtime)
         assert_each_ran_once(ran, events)
+
+
+def test_a_rate_limit_waited_out_longer_than_the_lease_keeps_the_endpoint(app, runtime):
+    """A run may wait out a rate limit for longer than its lease: it renews the lease as
+    it waits, and no second run starts beside it."""
+    seconds, started, tries = [0.0], runtime.clock(), []
+    base = reconciler(runtime)
+
+    def sleep(delay):
+        seconds[0] += delay
+        if seconds[0] > 150 and not tries:
+            try:
+                second.run(endpoint, RunRequest(trigger="cli", requested_by="second"))
+            except Busy:
+                tries.append("busy")
+            else:
+                tries.append("ran")
+
+    def patient():
+        return Reconciler(
+            session_factory=base.session_factory,
+            box=base.box,
+            provider=base.provider,
+            settings=replace(base.settings, lease=timedelta(minutes=2), max_wait=600),
+            public_url=base.public_url,
+            clock=lambda: started + timedelta(seconds=seconds[0]),
+            sleep=sleep,
+        )
+
+    second = patient()
+    with stripe_and_app(app, runtime) as fake:
+        endpoint = registered(runtime, fake)
+        events = lost_events(fake, 150)
+        fake.script(429, after=1, retry_after=300)
+
+        run = patient().run(endpoint, RunRequest(trigger="cli", requested_by="test"))
+
+        assert tries == ["busy"]
+        assert (run["status"], run["fetched"]) == ("finished", 150)
+        assert set(stored(runtime)) == {event["id"] for event in events}
 
 
 def test_a_rate_limit_longer_than_the_run_may_wait_stops_it_without_waiting(app, runtime):
