@@ -154,7 +154,7 @@ def test_a_run_stops_at_its_budget_says_so_and_a_larger_one_resumes(
         assert (cut["status"], cut["stop_reason"]) == ("cut_short", reason)
         assert (cut["requests"], cut["pages"], cut["fetched"]) == (2, 2, 200)
         assert len([r for r in fake.requests if r.path == "/v1/events"]) == 2
-        assert "budget" in cut["error"]
+        assert "budget" in str(cut["error"])
         assert state_of(runtime, endpoint).cursor is None
         resumed = run_now(runtime, endpoint)
         assert (resumed["status"], resumed["fetched"], resumed["present"]) == ("finished", 50, 200)
@@ -214,7 +214,8 @@ def test_a_rate_limit_mid_run_is_waited_out_as_the_provider_asks(app, runtime, r
 def test_a_rate_limit_waited_out_longer_than_the_lease_keeps_the_endpoint(app, runtime):
     """A run may wait out a rate limit for longer than its lease: it renews the lease as
     it waits, and no second run starts beside it."""
-    seconds, started, tries = [0.0], runtime.clock(), []
+    seconds, started = [0.0], runtime.clock()
+    tries: list[str] = []
     base = reconciler(runtime)
 
     def sleep(delay):

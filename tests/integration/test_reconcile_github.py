@@ -141,7 +141,8 @@ def test_a_run_keeps_its_lease_while_it_asks_for_redeliveries(runtime, router, c
             clock=lambda: started + timedelta(minutes=minutes[0]),
         )
 
-    second, tries = at_the_minute(), []
+    second = at_the_minute()
+    tries: list[str] = []
 
     def send(url, headers, body):
         """Each redelivery takes a minute; at the fourth, a second run tries to start."""

@@ -59,7 +59,7 @@ def test_on_sqlite_a_run_stores_each_missing_event_once_and_holds_its_lease(app,
             fake.create_event("invoice.paid", {"id": f"in_{n}"}, now - 400 + n) for n in range(250)
         ]
         for event in events[::3]:
-            assert fake.deliver(event["id"], hook_id) == 200
+            assert fake.deliver(str(event["id"]), hook_id) == 200
 
         first = run_now(runtime, endpoint)
         second = run_now(runtime, endpoint)
