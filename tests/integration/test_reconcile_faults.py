@@ -31,6 +31,7 @@ from tests.support.fake_stripe import FakeStripe
 from tests.support.live_app import served
 from tests.support.pipeline import drain, runs_of, wait_for
 from tests.support.processes import hooklatch_cmd, process_env
+from tests.support.reconcile import reconciler_with
 
 KEY = "rk_test_faults_0123456789QZXW"
 NEW_KEY = "rk_test_faults_rotated_9876YVUT"
@@ -139,15 +140,7 @@ def test_a_run_stops_at_its_budget_says_so_and_a_larger_one_resumes(
     with stripe_and_app(app, runtime) as fake:
         endpoint = registered(runtime, fake)
         events = lost_events(fake, 250)
-        base = reconciler(runtime)
-        small = Reconciler(
-            session_factory=base.session_factory,
-            box=base.box,
-            provider=base.provider,
-            settings=replace(base.settings, **budget),
-            public_url=base.public_url,
-            clock=base.clock,
-        )
+        small = reconciler_with(runtime, **budget)
 
         cut = small.run(endpoint, RunRequest(trigger="cli", requested_by="test"))
 
@@ -216,7 +209,6 @@ def test_a_rate_limit_waited_out_longer_than_the_lease_keeps_the_endpoint(app, r
     it waits, and no second run starts beside it."""
     seconds, started = [0.0], runtime.clock()
     tries: list[str] = []
-    base = reconciler(runtime)
 
     def sleep(delay):
         seconds[0] += delay
@@ -229,14 +221,12 @@ def test_a_rate_limit_waited_out_longer_than_the_lease_keeps_the_endpoint(app, r
                 tries.append("ran")
 
     def patient():
-        return Reconciler(
-            session_factory=base.session_factory,
-            box=base.box,
-            provider=base.provider,
-            settings=replace(base.settings, lease=timedelta(minutes=2), max_wait=600),
-            public_url=base.public_url,
+        return reconciler_with(
+            runtime,
             clock=lambda: started + timedelta(seconds=seconds[0]),
             sleep=sleep,
+            lease=timedelta(minutes=2),
+            max_wait=600,
         )
 
     second = patient()

@@ -6,7 +6,6 @@ server that answers as GitHub's REST API description says."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -16,11 +15,12 @@ from sqlalchemy import select
 from hooklatch.events.models import Event
 from hooklatch.providers.remote import Place
 from hooklatch.reconcile.models import ProviderHook, ReconcileState
-from hooklatch.reconcile.runs import Busy, Reconciler, RunRequest
+from hooklatch.reconcile.runs import Busy, RunRequest
 from hooklatch.runtime import reconciler
 from hooklatch.services.provider_side import NewRegistration, add_registered
 from tests.support.fake_github import FakeGitHub
 from tests.support.pipeline import drain, runs_of
+from tests.support.reconcile import reconciler_with
 from tests.support.tokens import GITHUB_TOKEN as TOKEN
 
 SCOPE = "repos/acme/shop"
@@ -129,16 +129,12 @@ def test_a_run_keeps_its_lease_while_it_asks_for_redeliveries(runtime, router, c
     longer in all than its lease still holds the endpoint, and no second run starts."""
     ran = runs_of(router, "github")
     minutes, started = [0], runtime.clock()
-    base = reconciler(runtime)
 
     def at_the_minute():
-        return Reconciler(
-            session_factory=base.session_factory,
-            box=base.box,
-            provider=base.provider,
-            settings=replace(base.settings, lease=timedelta(minutes=2)),
-            public_url=base.public_url,
+        return reconciler_with(
+            runtime,
             clock=lambda: started + timedelta(minutes=minutes[0]),
+            lease=timedelta(minutes=2),
         )
 
     second = at_the_minute()
@@ -180,23 +176,15 @@ def test_a_run_stops_at_the_quota_reserve_and_spends_no_more_of_it(runtime, gith
         github.deliver(hook_id, "push", {"ref": f"refs/heads/l{n}"}, fail=True) for n in range(150)
     ]
     used = len(github.requests)  # the registration's
-    base = reconciler(runtime)
     left = github.rate_limit - used - 1  # what GitHub says is left after the first page
-    sparing = Reconciler(
-        session_factory=base.session_factory,
-        box=base.box,
-        provider=base.provider,
-        settings=replace(base.settings, quota_reserve=left),
-        public_url=base.public_url,
-        clock=base.clock,
-    )
+    sparing = reconciler_with(runtime, quota_reserve=left)
 
     stopped = sparing.run(endpoint, RunRequest(trigger="cli", requested_by="test"))
 
     assert (stopped["status"], stopped["stop_reason"]) == ("cut_short", "quota")
     assert (stopped["requests"], stopped["redeliveries"]) == (1, 0)
     assert github.redeliveries(hook_id) == []
-    resumed = base.run(endpoint, RunRequest(trigger="cli", requested_by="test"))
+    resumed = reconciler(runtime).run(endpoint, RunRequest(trigger="cli", requested_by="test"))
     assert (resumed["status"], resumed["redeliveries"]) == ("finished", 150)
     assert {d.guid for d in github.redeliveries(hook_id)} == set(lost)
 
