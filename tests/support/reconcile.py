@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
-from hooklatch.reconcile.runs import Reconciler
+from hooklatch.reconcile.runs import Busy, Reconciler, RunRequest
 from hooklatch.runtime import Runtime, reconciler
 
 
@@ -27,3 +27,13 @@ def reconciler_with(
         clock=clock or base.clock,
         sleep=sleep or base.sleep,
     )
+
+
+def second_run(reconciler: Reconciler, endpoint: str) -> str:
+    """A run started beside another: "busy" where the other holds the endpoint, else
+    "ran"."""
+    try:
+        reconciler.run(endpoint, RunRequest(trigger="cli", requested_by="second"))
+    except Busy:
+        return "busy"
+    return "ran"
