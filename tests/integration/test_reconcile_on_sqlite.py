@@ -1,24 +1,24 @@
 """The embedded default (SQLite, no Redis) reconciles as PostgreSQL does: the lease, the
-events pulled from Stripe stored once under the delivery's key beside those delivered,
-and the cursor. Against FakeStripe, with the app served where it delivers."""
+pulled events under the delivery's key, the cursor, the relay's thread taking a run asked
+for."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
-from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from hooklatch.embedded.sinks import InlineSink
 from hooklatch.events.models import Event
 from hooklatch.providers.remote import Place
-from hooklatch.reconcile.models import ProviderHook, ReconcileState
+from hooklatch.reconcile.models import ProviderHook, ReconcileRun, ReconcileState
 from hooklatch.reconcile.runs import Busy, RunRequest
 from hooklatch.runtime import reconciler
-from hooklatch.services.provider_side import NewRegistration, add_registered
+from hooklatch.services.provider_side import NewRegistration, add_registered, request_reconcile
 from hooklatch.workers.relay.loop import Relay
+from hooklatch.workers.relay.reconcile import ReconcileRunner
 from tests.support.database import sqlite_settings
 from tests.support.fake_stripe import FakeStripe
 from tests.support.live_app import served
@@ -32,11 +32,63 @@ def settings(settings, tmp_path):
     return sqlite_settings(settings, tmp_path / "db")
 
 
-def run_now(runtime, endpoint):
-    return reconciler(runtime).run(endpoint, RunRequest(trigger="cli", requested_by="test"))
+def test_a_run_asked_for_is_taken_by_the_relay_thread_on_sqlite(client, runtime):
+    with FakeStripe() as fake:
+        fake.add_key(KEY)
+        runtime.settings = replace(runtime.settings, public_url="http://127.0.0.1:9")
+        new = NewRegistration(
+            provider="stripe",
+            name="billing",
+            credential={"api_key": KEY},
+            event_types=["invoice.paid"],
+            place=Place(api_url=fake.url),
+        )
+        endpoint = str(add_registered(runtime, new, actor="test")["id"])
+        now = fake.now()
+        events = [
+            fake.create_event("invoice.paid", {"id": f"in_{n}"}, now - 300 + n) for n in range(150)
+        ]
+        request_reconcile(runtime, endpoint, RunRequest(trigger="api", requested_by="test"))
+
+        assert ReconcileRunner(runtime).once() == 1
+
+        with runtime.session_factory() as session:
+            stored = session.scalars(select(Event.external_id).order_by(Event.id)).all()
+            [run] = session.scalars(select(ReconcileRun)).all()
+            state = session.get(ReconcileState, endpoint)
+        assert stored == [e["id"] for e in events]  # oldest first
+        assert (run.status, run.fetched, run.trigger) == ("finished", 150, "api")
+        assert state is not None and state.cursor is not None and state.requested is None
+        again = reconciler(runtime).run(endpoint, RunRequest(trigger="cli", requested_by="t"))
+        assert again["fetched"] == 0
+        with runtime.session_factory() as session:
+            counts = Counter(session.scalars(select(Event.external_id)))
+        assert set(counts.values()) == {1}
 
 
-def test_on_sqlite_a_run_stores_each_missing_event_once_and_holds_its_lease(app, runtime, router):
+def test_one_run_per_endpoint_at_a_time_on_sqlite(client, runtime):
+    with FakeStripe() as fake:
+        fake.add_key(KEY)
+        new = NewRegistration(
+            provider="stripe",
+            name="billing",
+            credential={"api_key": KEY},
+            event_types=["invoice.paid"],
+            place=Place(api_url=fake.url),
+        )
+        endpoint = str(add_registered(runtime, new, actor="test")["id"])
+        first, second = reconciler(runtime), reconciler(runtime)
+        with first.session_factory.begin() as session:
+            first._take_lease(session, endpoint, runtime.clock())
+        with pytest.raises(Busy):
+            second.run(endpoint, RunRequest(trigger="cli", requested_by="test"))
+
+
+def test_pulled_events_beside_delivered_ones_are_stored_and_run_once_on_sqlite(
+    app, runtime, router
+):
+    """Deliveries and a run's pulled events under one key: each event stored once, its
+    handlers run once, whichever way it came."""
     ran = runs_of(router, "stripe")
     relay = Relay(runtime, InlineSink(runtime))
     with served(app) as url, FakeStripe() as fake:
@@ -49,7 +101,7 @@ def test_on_sqlite_a_run_stores_each_missing_event_once_and_holds_its_lease(app,
             event_types=["invoice.paid"],
             place=Place(api_url=fake.url),
         )
-        endpoint = add_registered(runtime, new, actor="test")["id"]
+        endpoint = str(add_registered(runtime, new, actor="test")["id"])
         with runtime.session_factory() as session:
             hook = session.get(ProviderHook, endpoint)
             assert hook is not None
@@ -61,16 +113,8 @@ def test_on_sqlite_a_run_stores_each_missing_event_once_and_holds_its_lease(app,
         for event in events[::3]:
             assert fake.deliver(str(event["id"]), hook_id) == 200
 
-        first = run_now(runtime, endpoint)
-        second = run_now(runtime, endpoint)
-        with runtime.session_factory.begin() as session:
-            session.execute(
-                update(ReconcileState)
-                .where(ReconcileState.endpoint_id == endpoint)
-                .values(lease_owner="elsewhere", lease_until=runtime.clock() + timedelta(1))
-            )
-        with pytest.raises(Busy):
-            run_now(runtime, endpoint)
+        first = reconciler(runtime).run(endpoint, RunRequest(trigger="cli", requested_by="t"))
+        second = reconciler(runtime).run(endpoint, RunRequest(trigger="cli", requested_by="t"))
 
     assert (first["status"], first["fetched"], first["present"]) == ("finished", 166, 0)
     assert (second["status"], second["fetched"], second["missing"]) == ("finished", 0, 0)
