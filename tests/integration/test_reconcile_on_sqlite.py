@@ -32,18 +32,23 @@ def settings(settings, tmp_path):
     return sqlite_settings(settings, tmp_path / "db")
 
 
+def registered(runtime, fake) -> str:
+    """A Stripe endpoint registered with FakeStripe, through the service every face uses."""
+    new = NewRegistration(
+        provider="stripe",
+        name="billing",
+        credential={"api_key": KEY},
+        event_types=["invoice.paid"],
+        place=Place(api_url=fake.url),
+    )
+    return str(add_registered(runtime, new, actor="test")["id"])
+
+
 def test_a_run_asked_for_is_taken_by_the_relay_thread_on_sqlite(client, runtime):
     with FakeStripe() as fake:
         fake.add_key(KEY)
         runtime.settings = replace(runtime.settings, public_url="http://127.0.0.1:9")
-        new = NewRegistration(
-            provider="stripe",
-            name="billing",
-            credential={"api_key": KEY},
-            event_types=["invoice.paid"],
-            place=Place(api_url=fake.url),
-        )
-        endpoint = str(add_registered(runtime, new, actor="test")["id"])
+        endpoint = registered(runtime, fake)
         now = fake.now()
         events = [
             fake.create_event("invoice.paid", {"id": f"in_{n}"}, now - 300 + n) for n in range(150)
@@ -69,14 +74,7 @@ def test_a_run_asked_for_is_taken_by_the_relay_thread_on_sqlite(client, runtime)
 def test_one_run_per_endpoint_at_a_time_on_sqlite(client, runtime):
     with FakeStripe() as fake:
         fake.add_key(KEY)
-        new = NewRegistration(
-            provider="stripe",
-            name="billing",
-            credential={"api_key": KEY},
-            event_types=["invoice.paid"],
-            place=Place(api_url=fake.url),
-        )
-        endpoint = str(add_registered(runtime, new, actor="test")["id"])
+        endpoint = registered(runtime, fake)
         first, second = reconciler(runtime), reconciler(runtime)
         with first.session_factory.begin() as session:
             first._take_lease(session, endpoint, runtime.clock())
@@ -94,14 +92,7 @@ def test_pulled_events_beside_delivered_ones_are_stored_and_run_once_on_sqlite(
     with served(app) as url, FakeStripe() as fake:
         runtime.settings = replace(runtime.settings, public_url=url)
         fake.add_key(KEY)
-        new = NewRegistration(
-            provider="stripe",
-            name="billing",
-            credential={"api_key": KEY},
-            event_types=["invoice.paid"],
-            place=Place(api_url=fake.url),
-        )
-        endpoint = str(add_registered(runtime, new, actor="test")["id"])
+        endpoint = registered(runtime, fake)
         with runtime.session_factory() as session:
             hook = session.get(ProviderHook, endpoint)
             assert hook is not None
