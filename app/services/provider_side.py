@@ -238,6 +238,11 @@ def request_reconcile(runtime: Runtime, endpoint_ref: str, request: RunRequest) 
     ``provider_side``, whose ``reconcile.requested`` shows it until a relay takes it."""
     with runtime.session_factory.begin() as session:
         endpoint = get_endpoint(session, endpoint_ref)
+        if not endpoint.enabled:
+            raise BadRequest(
+                f"endpoint {endpoint.id} is disabled: enable it to reconcile it",
+                reason="endpoint_disabled",
+            )
         if session.get(EndpointCredential, endpoint.id) is None:
             raise BadRequest(
                 f"endpoint {endpoint.id} has no credential for its provider's API",
