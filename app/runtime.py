@@ -105,6 +105,7 @@ def reconciler(runtime: Runtime) -> Reconciler:
                 if settings.reconcile_interval_seconds > 0
                 else None
             ),
+            dedupe_retention=timedelta(days=settings.dedupe_retention_days),
         ),
         public_url=settings.public_url,
         clock=runtime.clock,

@@ -230,7 +230,8 @@ SECTIONS = (
                 "`30`",
                 "After this long an event's row goes, with its attempts and replays: a "
                 "delivery of the same id afterwards is a new event. Refused at start when "
-                "shorter than an installed provider's retry window.",
+                "shorter than an installed provider's retry window. A reconcile run asks for "
+                "nothing older.",
             ),
             Setting(
                 "HOOKLATCH_PAYLOAD_RETENTION_DAYS",

@@ -23,6 +23,8 @@ CUT_SHORT_EXIT = 2
 FAILED_EXIT = 3
 DURATION = re.compile(r"(\d+)\s*([smhd])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+# Further back than any provider's API reaches, and near enough for a date to hold.
+LONGEST = timedelta(days=36500)
 # Ids printed of a run's sample; --json prints all it kept.
 SAMPLE_SHOWN = 10
 
@@ -41,7 +43,13 @@ class Since(click.ParamType):
         text = str(value).strip()
         matched = DURATION.fullmatch(text)
         if matched:
-            return timedelta(**{UNITS[matched.group(2)]: int(matched.group(1))})
+            try:
+                duration = timedelta(**{UNITS[matched.group(2)]: int(matched.group(1))})
+            except OverflowError:
+                duration = LONGEST * 2
+            if duration > LONGEST:
+                self.fail(f"{text!r} is too far back (100 years at most)", param, ctx)
+            return duration
         try:
             moment = datetime.fromisoformat(text)
         except ValueError:

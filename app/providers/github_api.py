@@ -51,6 +51,10 @@ MARGIN = timedelta(minutes=1)
 # "repos/OWNER/NAME" or "orgs/ORG": names of letters, digits, "-", "_" and ".".
 SCOPE = re.compile(r"(repos/[\w.-]+/[\w.-]+|orgs/[\w.-]+)", re.ASCII)
 MESSAGE_LENGTH = 300
+# A secondary rate limit may come as a 403 or 429 with neither retry-after nor a spent
+# quota, said only in its message; GitHub's docs then say to wait at least a minute.
+SECONDARY_LIMIT = "secondary rate limit"
+SECONDARY_WAIT = 60.0
 
 Clock = Callable[[], datetime]
 
@@ -232,20 +236,25 @@ class GitHubAPI(RemoteAPI):
                 f"GitHub answered {status}: the repository or organisation was renamed or moved"
             )
         headers = response.headers
-        limited = headers.get("x-ratelimit-remaining") == "0" or "retry-after" in headers
+        limited = (
+            headers.get("x-ratelimit-remaining") == "0"
+            or "retry-after" in headers
+            or SECONDARY_LIMIT in message.lower()
+        )
         if status == 429 or (status == 403 and limited):
             reason, retry_after = RATE_LIMITED, self._retry_after(headers)
             return RemoteError(message, reason=reason, status=status, retry_after=retry_after)
         return RemoteError(message, reason=_reason(status), status=status)
 
-    def _retry_after(self, headers: Mapping[str, str]) -> float | None:
-        """Retry-After's seconds, else the seconds until x-ratelimit-reset."""
+    def _retry_after(self, headers: Mapping[str, str]) -> float:
+        """Retry-After's seconds; else, the quota spent, the seconds until
+        x-ratelimit-reset; else a minute (a secondary rate limit)."""
         seconds = _whole_number(headers.get("retry-after"))
         if seconds is not None:
             return float(seconds)
         reset = _whole_number(headers.get("x-ratelimit-reset"))
-        if reset is None:
-            return None
+        if reset is None or headers.get("x-ratelimit-remaining") != "0":
+            return SECONDARY_WAIT
         return max(0.0, reset - self._clock().timestamp())
 
 

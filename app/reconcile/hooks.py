@@ -33,10 +33,21 @@ def failed(exc: RemoteError, doing: str) -> ProviderAPIFailed:
     )
 
 
+# The longest of each part of a place that provider_hooks holds.
+PLACE_LENGTHS = {"api_url": 500, "scope": 255, "hook_id": 255}
+# The longest URL read back from the provider that is kept (ProviderHook.seen_url): a
+# longer one is not the endpoint's, and shows as drift cut to this length.
+SEEN_URL_LENGTH = 2000
+
+
 def place_hook(
     session: Session, endpoint: Endpoint, place: Place, *, event_types: Sequence[str] | None = None
 ) -> ProviderHook:
     """Say where the endpoint's webhook lives (its API URL, scope and, once known, id)."""
+    for name, longest in PLACE_LENGTHS.items():
+        value = getattr(place, name)
+        if value is not None and len(value) > longest:
+            raise BadRequest(f"{name} is longer than {longest} characters", reason="bad_place")
     hook = session.get(ProviderHook, endpoint.id)
     if hook is None:
         hook = ProviderHook(endpoint_id=endpoint.id)
@@ -123,7 +134,7 @@ def check(
 
 
 def _seen(hook: ProviderHook, seen: Registration, *, url: str, now: datetime) -> None:
-    hook.seen_url = seen.url
+    hook.seen_url = seen.url[:SEEN_URL_LENGTH]
     hook.seen_event_types = list(seen.event_types)
     hook.seen_enabled = seen.enabled
     drift = []

@@ -86,6 +86,9 @@ class ReconcileState(Base):
     # {"dry_run", "since", "everything", "requested_by", "trigger"}.
     requested: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     last_success_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # A listing a run left cut short, which the next run goes on with: {"token": the
+    # provider's next page, "since", "began": when it began, "everything"}.
+    resume: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # Totals of the runs that were not dry runs, for the metrics (counters).
     missing_total: Mapped[int] = mapped_column(BigInteger, default=0)
     present_total: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -47,6 +47,7 @@ from hooklatch.logs import one_line
 from hooklatch.ordering.placement import place_event, utc
 from hooklatch.providers.base import Delivery, IncomingEvent, Provider
 from hooklatch.providers.remote import (
+    BAD_ANSWER,
     PULL,
     RATE_LIMITED,
     SERVER_ERROR,
@@ -80,6 +81,12 @@ HORIZON_MARGIN = timedelta(minutes=10)
 SAMPLE_SIZE = 100
 # Retries of a call the provider failed (5xx, no answer) before the run stops.
 CALL_RETRIES = 2
+# Stop.reason: the quota is down to the reserve; another process holds the endpoint.
+QUOTA = "quota"
+LEASE_LOST = "lease_lost"
+# A listing cut short for these asks for nothing more: the quota left is another's, and
+# so is the endpoint.
+ASK_NO_MORE = (QUOTA, LEASE_LOST)
 
 T = TypeVar("T")
 
@@ -99,6 +106,9 @@ class ReconcileSettings:
     chunk_size: int = 200
     # Between two scheduled runs of an endpoint; None: only by hand.
     interval: timedelta | None = timedelta(hours=1)
+    # How long an event's dedupe key is kept (HOOKLATCH_DEDUPE_RETENTION_DAYS): nothing
+    # older is asked for, since an event whose key is gone would be stored and run again.
+    dedupe_retention: timedelta = timedelta(days=30)
 
 
 @dataclass(frozen=True)
@@ -192,8 +202,16 @@ class Run:
     request: RunRequest
     since: datetime
     url: str
-    options: Mapping[str, str]
+    # Decrypted, secret ones too: kept out of the repr (a traceback's locals).
+    options: Mapping[str, str] = field(repr=False)
     ordering: OrderingSettings
+    # False when the run starts later than where the cursor resumes (``--since``): what
+    # lies between is not read, so the cursor stays.
+    moves_cursor: bool = True
+    # Where a listing an earlier run left cut short goes on (its next page), and when
+    # that listing began: the cursor moves there once the listing reaches ``since``.
+    start_token: str | None = None
+    listing_began: datetime | None = None
     tally: Tally = field(default_factory=Tally)
 
 
@@ -252,8 +270,8 @@ class Reconciler:
             provider = self.provider(endpoint.provider)
             reached = reach(session, endpoint, provider, box=self.box)
             state = self._take_lease(session, endpoint.id, now)
-            if request.queued:
-                state.requested = None
+            if request.queued and state.requested == request.as_json():
+                state.requested = None  # a newer request made meanwhile waits its turn
             if request.trigger == SCHEDULE and self.settings.interval is not None:
                 state.next_run_at = now + self.settings.interval
             session.execute(
@@ -261,14 +279,20 @@ class Reconciler:
                 .where(ReconcileRun.endpoint_id == endpoint.id, ReconcileRun.status == RUNNING)
                 .values(status=INTERRUPTED, finished_at=now)
             )
-            floor = now - reached.api.horizon + HORIZON_MARGIN
-            if request.since is not None:
-                wanted = request.since
-            elif state.cursor is not None:
-                wanted = state.cursor - self.settings.overlap
+            reach_back = min(reached.api.horizon, self.settings.dedupe_retention)
+            floor = now - reach_back + HORIZON_MARGIN
+            if state.cursor is not None:
+                resume = state.cursor - self.settings.overlap
             else:
-                wanted = endpoint.created_at - self.settings.overlap
+                resume = endpoint.created_at - self.settings.overlap
+            wanted = request.since if request.since is not None else resume
             since = max(wanted, floor)
+            # A listing cut short (a budget, a rate limit, an error) goes on downwards from
+            # where it stopped, with the same start, so a backlog larger than one run's
+            # budget is read through in as many runs, never its newest pages again.
+            going_on = state.resume if resumable(state.resume, request) else None
+            if going_on is not None:
+                since = max(datetime.fromisoformat(going_on["since"]), floor)
             row = ReconcileRun(
                 endpoint_id=endpoint.id,
                 trigger=request.trigger,
@@ -296,14 +320,24 @@ class Reconciler:
                     endpoint.hold_seconds,
                     endpoint.ordering_key_path,
                 ),
+                moves_cursor=since <= max(resume, floor) or going_on is not None,
+                start_token=going_on["token"] if going_on else None,
+                listing_began=(datetime.fromisoformat(going_on["began"]) if going_on else None),
             )
             session.expunge(endpoint)
         if wanted < floor:
             run.tally.error = (
-                f"asked from {wanted.isoformat()}, but the provider's API reaches back only "
-                f"to {floor.isoformat()}: anything it lost before then cannot be recovered"
+                f"asked from {wanted.isoformat()}, but the provider's API (or the dedupe keys "
+                f"kept, HOOKLATCH_DEDUPE_RETENTION_DAYS) reaches back only to "
+                f"{floor.isoformat()}: anything it lost before then cannot be recovered"
             )
             log.warning("reconcile of %s: %s", endpoint.id, run.tally.error)
+        if not run.moves_cursor:
+            run.tally.error = (
+                f"asked from {since.isoformat()}, after where the cursor resumes "
+                f"({max(resume, floor).isoformat()}): what lies between is not read, so the "
+                "cursor stays"
+            )
         return run
 
     def _take_lease(self, session: Session, endpoint_id: str, now: datetime) -> ReconcileState:
@@ -344,7 +378,7 @@ class Reconciler:
                 update(ReconcileRun).where(ReconcileRun.id == run.id).values(run.tally.columns())
             )
         if kept is None:
-            raise Stop("lease_lost", "another process took over this endpoint's reconcile")
+            raise Stop(LEASE_LOST, "another process took over this endpoint's reconcile")
 
     def _finish(self, run: Run, status: str, reason: str | None) -> JSONObject:
         now, tally, dry = self.clock(), run.tally, run.request.dry_run
@@ -437,8 +471,7 @@ class Reconciler:
                             f"run's {settings.max_wait:.0f} s",
                         ) from None
                     tally.waited += delay
-                    self.sleep(delay)
-                    self._renew(run)
+                    self._wait(run, delay)
                     continue
                 if exc.reason in (SERVER_ERROR, UNREACHABLE) and failures <= CALL_RETRIES:
                     self.sleep(reconnect_delay(failures))
@@ -448,10 +481,22 @@ class Reconciler:
                 tally.pages += 1
             return result
 
+    def _wait(self, run: Run, seconds: float) -> None:
+        """Sleep, renewing the lease at least every half lease: a rate limit may be
+        waited out for longer than the lease (HOOKLATCH_RECONCILE_MAX_WAIT_SECONDS)."""
+        step = self.settings.lease.total_seconds() / 2
+        while True:
+            part = min(seconds, step)
+            self.sleep(part)
+            self._renew(run)
+            seconds -= part
+            if seconds <= 0:
+                return
+
     def _quota(self, run: Run, quota: Quota) -> None:
         if quota.remaining is not None and quota.remaining <= self.settings.quota_reserve:
             raise Stop(
-                "quota",
+                QUOTA,
                 f"the provider's quota is down to {quota.remaining} "
                 f"(HOOKLATCH_RECONCILE_QUOTA_RESERVE is {self.settings.quota_reserve})",
             )
@@ -462,25 +507,26 @@ class Reconciler:
         fetch: Callable[[str | None], Page[T]],
         *,
         done: Callable[[Sequence[T]], bool],
-    ) -> tuple[list[T], Stop | None]:
-        """Every page from the first until there is no next one or ``done`` says so;
-        with the Stop that cut the listing short, if one did."""
+    ) -> tuple[list[T], Stop | None, str | None]:
+        """Every page from the first (or where an earlier run's listing stopped) until
+        there is no next one or ``done`` says so; with the Stop that cut the listing
+        short, if one did, and the token of the page it would have read next."""
         items: list[T] = []
-        token: str | None = None
+        token = run.start_token
         while True:
             try:
                 page = self._call(run, partial(fetch, token), page=True)
             except Stop as stop:
-                return items, stop
+                return items, stop, token
             items.extend(page.items)
             run.tally.listed = len(items)
             if page.next_token is None or done(page.items):
-                return items, None
+                return items, None, None
             try:
                 self._quota(run, page.quota)
                 self._renew(run)
             except Stop as stop:
-                return items, stop
+                return items, stop, page.next_token
             token = page.next_token
 
     # Pull: fetch the events, store the missing ones oldest first.
@@ -488,7 +534,7 @@ class Reconciler:
     def _pull(self, run: Run) -> None:
         api, started = run.reach.api, self.clock()
         only_failed = not run.request.everything
-        pulled, cut = self._pages(
+        pulled, cut, next_token = self._pages(
             run,
             lambda token: api.events_page(since=run.since, only_failed=only_failed, token=token),
             done=lambda _: False,
@@ -496,6 +542,20 @@ class Reconciler:
         unique = {event.external_id: event for event in pulled}
         ordered = sorted(unique.values(), key=lambda e: (e.created, e.external_id))
         parsed = [(event, self._parsed(run, event)) for event in ordered]
+        unreadable = next((n for n, (_, item) in enumerate(parsed) if item is None), None)
+        if unreadable is not None:
+            # Never skipped: what came before it is stored, the cursor stays, and the run
+            # says why (the next run meets it again, until the provider answers right).
+            bad = parsed[unreadable][0]
+            parsed = parsed[:unreadable]
+            cut, next_token = (
+                Stop(
+                    BAD_ANSWER,
+                    f"event {bad.external_id} from the provider's API cannot be read: what "
+                    "came before it is stored, and the cursor stays",
+                ),
+                None,
+            )
         items = [(event, item) for event, item in parsed if item is not None]
         run.tally.listed = len(items)
         stored = self._stored_ids(run.endpoint.id, [item.external_id for _, item in items])
@@ -510,10 +570,10 @@ class Reconciler:
         size = self.settings.chunk_size
         for start in range(0, len(missing), size):
             chunk = missing[start : start + size]
-            self._store(run, chunk, cursor=chunk[-1][0].created if cut is None else None)
+            moved = cut is None and run.moves_cursor
+            self._store(run, chunk, cursor=chunk[-1][0].created if moved else None)
             self._renew(run)
-        if cut is not None:
-            raise cut
+        self._go_on_later(run, cut, next_token, started)
         self._advance(run, started)
 
     def _parsed(self, run: Run, event: PulledEvent) -> IncomingEvent | None:
@@ -615,17 +675,47 @@ class Reconciler:
             .values(cursor=to)
         )
 
+    def _go_on_later(
+        self, run: Run, cut: Stop | None, next_token: str | None, started: datetime
+    ) -> None:
+        """A listing cut short: what it found is stored (or asked for again); keep where
+        the next run goes on from, then end the run with the Stop."""
+        if cut is None:
+            return
+        if next_token is not None and run.moves_cursor and not run.request.dry_run:
+            resume: JSONObject = {
+                "token": next_token,
+                "since": run.since.isoformat(),
+                "began": (run.listing_began or started).isoformat(),
+                "everything": run.request.everything,
+            }
+            with self.session_factory.begin() as session:
+                session.execute(
+                    update(ReconcileState)
+                    .where(ReconcileState.endpoint_id == run.endpoint.id)
+                    .values(resume=resume)
+                )
+        raise cut
+
     def _advance(self, run: Run, started: datetime) -> None:
         """The listing reached the cursor and everything it found is stored or asked for:
-        the cursor moves to when the listing began."""
+        the cursor moves to when the listing began (the first run's, for a listing that
+        went on over several), and nothing is left to go on with."""
+        if not run.moves_cursor:
+            return
         with self.session_factory.begin() as session:
-            self._move_cursor(session, run, started)
+            self._move_cursor(session, run, run.listing_began or started)
+            session.execute(
+                update(ReconcileState)
+                .where(ReconcileState.endpoint_id == run.endpoint.id)
+                .values(resume=None)
+            )
 
     # Push: group the attempts by delivery, redeliver what never succeeded.
 
     def _push(self, run: Run) -> None:
         api, started, since = run.reach.api, self.clock(), run.since
-        attempts, cut = self._pages(
+        attempts, cut, next_token = self._pages(
             run,
             lambda token: api.attempts_page(token=token),
             done=lambda items: bool(items) and min(a.at for a in items) < since,
@@ -647,7 +737,7 @@ class Reconciler:
         run.tally.present = len(failed) - len(missing)
         run.tally.missing = len(missing)
         run.tally.sample = [tried[0].delivery_id for tried in missing[:SAMPLE_SIZE]]
-        if run.request.dry_run:
+        if run.request.dry_run or (cut is not None and cut.reason in ASK_NO_MORE):
             if cut is not None:
                 raise cut
             return
@@ -655,9 +745,22 @@ class Reconciler:
             latest = max(tried, key=lambda a: a.at)
             self._call(run, partial(api.redeliver, latest.attempt_id), page=False)
             run.tally.redeliveries += 1
-        if cut is not None:
-            raise cut
+            # A run may ask for as many redeliveries as its budget allows, slower in all
+            # than its lease.
+            self._renew(run)
+        self._go_on_later(run, cut, next_token, started)
         self._advance(run, started)
+
+
+def resumable(resume: Mapping[str, object] | None, request: RunRequest) -> bool:
+    """Whether a run goes on with a listing an earlier one left cut short: a run like it
+    (not a dry run, no start of its own, the same kind of listing)."""
+    return (
+        resume is not None
+        and not request.dry_run
+        and request.since is None
+        and bool(resume.get("everything")) == request.everything
+    )
 
 
 def run_json(row: ReconcileRun) -> JSONObject:

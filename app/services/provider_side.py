@@ -83,6 +83,9 @@ def set_credential(
             hooks.place_hook(session, endpoint, place)
             linked: JSONObject = {"scope": place.scope, "hook_id": place.hook_id}
             _audit(runtime, session, endpoint, "webhook_linked", linked, actor=actor)
+            # A place the provider's API cannot take (bad_place) is refused now, not at
+            # each run: nothing is kept.
+            credentials.reach(session, endpoint, provider, box=runtime.box)
     return provider_side(runtime, endpoint_ref)
 
 
@@ -118,6 +121,7 @@ def add_registered(runtime: Runtime, new: NewRegistration, *, actor: str) -> JSO
         details: JSONObject = {"fields": row.fields, "fingerprint": row.fingerprint}
         _audit(runtime, session, endpoint, "credential_set", details, actor=actor)
         hooks.place_hook(session, endpoint, new.place, event_types=list(new.event_types))
+        credentials.reach(session, endpoint, provider, box=runtime.box)  # bad_place: nothing kept
         endpoint_id = endpoint.id
     return register(runtime, endpoint_id, event_types=new.event_types, actor=actor)
 
@@ -234,6 +238,11 @@ def request_reconcile(runtime: Runtime, endpoint_ref: str, request: RunRequest) 
     ``provider_side``, whose ``reconcile.requested`` shows it until a relay takes it."""
     with runtime.session_factory.begin() as session:
         endpoint = get_endpoint(session, endpoint_ref)
+        if not endpoint.enabled:
+            raise BadRequest(
+                f"endpoint {endpoint.id} is disabled: enable it to reconcile it",
+                reason="endpoint_disabled",
+            )
         if session.get(EndpointCredential, endpoint.id) is None:
             raise BadRequest(
                 f"endpoint {endpoint.id} has no credential for its provider's API",

@@ -76,6 +76,7 @@ def upgrade() -> None:
         sa.Column("next_run_at", UTC_TIME, nullable=True),
         sa.Column("requested", sa.JSON(), nullable=True),
         sa.Column("last_success_at", UTC_TIME, nullable=True),
+        sa.Column("resume", sa.JSON(), nullable=True),
         sa.Column("missing_total", sa.BigInteger(), nullable=False),
         sa.Column("present_total", sa.BigInteger(), nullable=False),
         sa.Column("fetched_total", sa.BigInteger(), nullable=False),

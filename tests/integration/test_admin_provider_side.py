@@ -12,7 +12,9 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 import pytest
+from sqlalchemy import update
 
+from hooklatch.endpoints.models import Endpoint
 from hooklatch.workers.relay.reconcile import ReconcileRunner
 from tests.support.database import count
 from tests.support.fake_stripe import ENDPOINTS_READ, ENDPOINTS_WRITE, EVENTS_READ, FakeStripe
@@ -147,6 +149,36 @@ def test_adding_an_endpoint_with_a_registration_that_cannot_be_adds_nothing(api,
     assert answer.status_code == 400
     assert SECRET_VALUE not in answer.get_data(as_text=True)
     assert count(runtime, "SELECT count(*) FROM endpoints") == 0
+
+
+@pytest.mark.parametrize(
+    "place",
+    [
+        {"scope": "nonsense"},
+        {"scope": "repos/acme/" + "s" * 300},
+        {"scope": SCOPE, "api_url": "ftp://github.example.com"},
+        {"scope": SCOPE, "api_url": "https://" + "g" * 600 + ".example.com"},
+        {"scope": SCOPE, "hook_id": "abc"},
+        {"scope": SCOPE, "hook_id": "1" * 300},
+    ],
+    ids=["scope", "long scope", "api_url", "long api_url", "hook_id", "long hook_id"],
+)
+def test_a_place_the_provider_cannot_reach_is_refused_and_nothing_is_written(api, runtime, place):
+    make_endpoint(runtime, name="shop", provider="github")
+    linked = api.put(
+        "/admin/endpoints/shop/credential", json={"credential": {"token": TOKEN}, **place}
+    )
+    assert (linked.status_code, linked.json["error"]) == (400, "bad_place")
+    if "hook_id" not in place:  # a registration makes the hook: it takes no id
+        register = {"credential": {"token": TOKEN}, **place}
+        added = api.post(
+            "/admin/endpoints", json={"provider": "github", "name": "new", "register": register}
+        )
+        assert (added.status_code, added.json["error"]) == (400, "bad_place")
+    assert count(runtime, "SELECT count(*) FROM endpoints") == 1
+    assert count(runtime, "SELECT count(*) FROM endpoint_credentials") == 0
+    assert count(runtime, "SELECT count(*) FROM provider_hooks") == 0
+    assert count(runtime, "SELECT count(*) FROM audit_log") == 0
 
 
 def test_a_registered_endpoint_takes_no_secret_of_its_own(api, runtime):
@@ -356,6 +388,19 @@ def test_drift_at_github_is_seen_on_the_next_check(api, github):
     assert stored == deleted
 
 
+def test_a_url_too_long_to_keep_read_back_from_github_is_drift_not_an_error(api, github):
+    _, hook_id = registered(api, github)
+    far = "https://elsewhere.example/" + "x" * 3000
+    github.change_hook(hook_id, url=far)
+
+    checked = api.post("/admin/endpoints/shop/provider-side/check")
+
+    assert checked.status_code == 200, checked.json
+    webhook = checked.json["webhook"]
+    assert webhook["drift"] == ["url_changed"]
+    assert far.startswith(webhook["seen"]["url"]) and len(webhook["seen"]["url"]) <= 2000
+
+
 def test_registering_later_and_removing_from_github(api, runtime, github):
     made = api.post("/admin/endpoints", json={"provider": "github", "name": "shop"}).json
     [secret] = made["secret_values"]
@@ -485,6 +530,25 @@ def test_a_dry_run_asked_through_the_api_changes_nothing(api, runtime, github):
     assert github.redeliveries(hook_id) == []
     state = api.get("/admin/endpoints/shop/provider-side").json["reconcile"]
     assert (state["cursor"], state["missing_total"], state["runs_total"]) == (None, 0, 0)
+
+
+def test_an_endpoint_whose_provider_is_gone_keeps_no_relay_from_the_others(
+    api, runtime, github, caplog
+):
+    """A run that cannot start (its provider's plugin was uninstalled) is logged and
+    passed over: the relay goes on to the next endpoint's."""
+    registered(api, github, "gone")
+    registered(api, github, "shop")
+    for name in ("gone", "shop"):
+        api.post(f"/admin/endpoints/{name}/reconcile", json={"dry_run": True})
+    with runtime.session_factory.begin() as session:
+        session.execute(update(Endpoint).where(Endpoint.name == "gone").values(provider="retired"))
+
+    taken = ReconcileRunner(runtime).once()
+
+    assert taken == 1
+    assert "provider 'retired' is not installed" in caplog.text
+    assert len(api.get("/admin/endpoints/shop/reconcile/runs").json["runs"]) == 1
 
 
 # -- against FakeStripe ----------------------------------------------------------------

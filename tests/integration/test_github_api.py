@@ -314,6 +314,22 @@ def test_a_primary_rate_limit_waits_until_the_quota_resets(fake, clock):
     assert raised.value.retry_after == 50 * 60  # the hour's window began ten minutes ago
 
 
+@pytest.mark.parametrize("status", [403, 429])
+def test_a_secondary_rate_limit_said_in_words_only_waits_a_minute(fake, clock, status):
+    """GitHub may answer a secondary rate limit with neither retry-after nor a spent
+    quota: its message says so, and its docs say to wait at least a minute."""
+    fake.script(
+        status,
+        message="You have exceeded a secondary rate limit. Please wait a few minutes before "
+        "you try again.",
+    )
+
+    with pytest.raises(RemoteError) as raised:
+        api_for(fake, clock, 1).describe()
+
+    assert (raised.value.reason, raised.value.retry_after) == ("rate_limited", 60.0)
+
+
 def test_a_spent_quota_is_a_rate_limit_until_the_window_resets(clock):
     with FakeGitHub(clock=clock, rate_limit=2) as fake:
         fake.add_token(TOKEN)

@@ -31,6 +31,7 @@ from tests.support.fake_stripe import FakeStripe
 from tests.support.live_app import served
 from tests.support.pipeline import drain, runs_of, wait_for
 from tests.support.processes import hooklatch_cmd, process_env
+from tests.support.reconcile import reconciler_with, second_run
 
 KEY = "rk_test_faults_0123456789QZXW"
 NEW_KEY = "rk_test_faults_rotated_9876YVUT"
@@ -63,6 +64,10 @@ def lost_events(fake, count, *, span=480):
         fake.create_event("invoice.paid", {"id": f"in_{n}"}, now - span - 20 + n * span // count)
         for n in range(count)
     ]
+
+
+def events_requests(fake):
+    return [r for r in fake.requests if r.method == "GET" and r.path == "/v1/events"]
 
 
 def run_now(runtime, endpoint, **request):
@@ -121,9 +126,49 @@ def test_a_provider_failing_mid_listing_cuts_the_run_short_and_the_next_resumes(
 
         resumed = run_now(runtime, endpoint)
 
+        # It goes on from the page that failed, never the newest pages again.
         assert resumed["status"] == "finished"
-        assert (resumed["fetched"], resumed["present"]) == (250, 100)
+        assert (resumed["fetched"], resumed["present"], resumed["pages"]) == (250, 0, 3)
+        assert "starting_after" in events_requests(fake)[4].params
+        assert state_of(runtime, endpoint).resume is None
         assert_cursor_behind_what_was_stored(runtime, endpoint, events)
+        drain(runtime)
+        assert_each_ran_once(ran, events)
+
+
+@pytest.mark.parametrize(
+    ("budget", "reason"),
+    [({"max_pages": 2}, "budget_pages"), ({"max_requests": 2}, "budget_requests")],
+)
+def test_a_run_stops_at_its_budget_says_so_and_a_larger_one_resumes(
+    app, runtime, router, budget, reason
+):
+    ran = runs_of(router, "stripe")
+    with stripe_and_app(app, runtime) as fake:
+        endpoint = registered(runtime, fake)
+        events = lost_events(fake, 250)
+        small = reconciler_with(runtime, **budget)
+
+        cut = small.run(endpoint, RunRequest(trigger="cli", requested_by="test"))
+
+        assert (cut["status"], cut["stop_reason"]) == ("cut_short", reason)
+        assert (cut["requests"], cut["pages"], cut["fetched"]) == (2, 2, 200)
+        assert len([r for r in fake.requests if r.path == "/v1/events"]) == 2
+        assert "budget" in str(cut["error"])
+        assert state_of(runtime, endpoint).cursor is None
+        assert state_of(runtime, endpoint).resume is not None
+        resumed = run_now(runtime, endpoint)
+        # The next run reads on from the third page: a backlog larger than one run's
+        # budget is read through, a budget's worth a run.
+        assert (resumed["status"], resumed["fetched"], resumed["present"]) == ("finished", 50, 0)
+        assert resumed["pages"] == 1
+        third = [r for r in fake.requests if r.path == "/v1/events"][2]
+        assert "starting_after" in third.params
+        # The cursor moves to when the first run's listing began: what was created after
+        # is read by the next run, an overlap before it.
+        cursor = state_of(runtime, endpoint).cursor
+        assert cursor is not None
+        assert str(cut["started_at"]) <= cursor.isoformat() < str(resumed["started_at"])
         drain(runtime)
         assert_each_ran_once(ran, events)
 
@@ -175,6 +220,39 @@ def test_a_rate_limit_mid_run_is_waited_out_as_the_provider_asks(app, runtime, r
         assert state_of(runtime, endpoint).errors_total == {"rate_limited": 1}
         drain(runtime)
         assert_each_ran_once(ran, events)
+
+
+def test_a_rate_limit_waited_out_longer_than_the_lease_keeps_the_endpoint(app, runtime):
+    """A run may wait out a rate limit for longer than its lease: it renews the lease as
+    it waits, and no second run starts beside it."""
+    seconds, started = [0.0], runtime.clock()
+    tries: list[str] = []
+
+    def sleep(delay):
+        seconds[0] += delay
+        if seconds[0] > 150 and not tries:
+            tries.append(second_run(second, endpoint))
+
+    def patient():
+        return reconciler_with(
+            runtime,
+            clock=lambda: started + timedelta(seconds=seconds[0]),
+            sleep=sleep,
+            lease=timedelta(minutes=2),
+            max_wait=600,
+        )
+
+    second = patient()
+    with stripe_and_app(app, runtime) as fake:
+        endpoint = registered(runtime, fake)
+        events = lost_events(fake, 150)
+        fake.script(429, after=1, retry_after=300)
+
+        run = patient().run(endpoint, RunRequest(trigger="cli", requested_by="test"))
+
+        assert tries == ["busy"]
+        assert (run["status"], run["fetched"]) == ("finished", 150)
+        assert set(stored(runtime)) == {event["id"] for event in events}
 
 
 def test_a_rate_limit_longer_than_the_run_may_wait_stops_it_without_waiting(app, runtime):
@@ -308,3 +386,25 @@ def test_a_relay_killed_mid_run_loses_nothing_and_the_next_resumes_behind_the_cu
         assert runs[1].since is not None
         assert runs[1].since.timestamp() == pytest.approx(cursor.timestamp() - 60)
         assert runs[1].listed < 1500 and runs[1].fetched == 1500 - at_kill
+
+
+def test_an_event_the_provider_cannot_give_readably_stops_the_run_before_it(app, runtime):
+    """Never skipped: the events before it are stored, the cursor stays, the run says
+    which event and why, and the next run meets it again."""
+    with stripe_and_app(app, runtime) as fake:
+        endpoint = registered(runtime, fake)
+        events = lost_events(fake, 10)
+        # A type longer than any stored (255 characters): parse refuses it.
+        broken = fake.create_event("x" * 300, {"id": "in_broken"}, events[4]["created"])
+        later = [fake.create_event("invoice.paid", {"id": "in_late"}, events[-1]["created"] + 1)]
+
+        # Every event: Stripe owes the endpoint none of that type.
+        run = run_now(runtime, endpoint, everything=True)
+
+        assert (run["status"], run["stop_reason"]) == ("cut_short", "bad_answer")
+        assert str(broken["id"]) in run["error"]
+        have = stored(runtime)
+        assert {e["id"] for e in events[:4]} <= set(have)
+        assert later[0]["id"] not in have
+        assert state_of(runtime, endpoint).cursor is None
+        assert run_now(runtime, endpoint, everything=True)["stop_reason"] == "bad_answer"

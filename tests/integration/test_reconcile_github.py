@@ -6,6 +6,8 @@ server that answers as GitHub's REST API description says."""
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
+from urllib.parse import urlsplit
 
 import requests
 from sqlalchemy import select
@@ -16,7 +18,9 @@ from hooklatch.reconcile.models import ProviderHook, ReconcileState
 from hooklatch.reconcile.runs import RunRequest
 from hooklatch.runtime import reconciler
 from hooklatch.services.provider_side import NewRegistration, add_registered
+from tests.support.fake_github import FakeGitHub
 from tests.support.pipeline import drain, runs_of
+from tests.support.reconcile import reconciler_with, second_run
 from tests.support.tokens import GITHUB_TOKEN as TOKEN
 
 SCOPE = "repos/acme/shop"
@@ -118,6 +122,66 @@ def test_a_delivery_stored_here_but_failed_at_github_is_present_not_redelivered(
     run = reconciler(runtime).run(endpoint, RunRequest(trigger="cli", requested_by="test"))
     assert (run["present"], run["missing"], run["redeliveries"]) == (1, 0, 0)
     assert guid not in {d.guid for d in github.redeliveries(hook_id)}
+
+
+def test_a_run_keeps_its_lease_while_it_asks_for_redeliveries(runtime, router, client):
+    """Each redelivery asked for renews the run's lease: a run whose redeliveries take
+    longer in all than its lease still holds the endpoint, and no second run starts."""
+    ran = runs_of(router, "github")
+    minutes, started = [0], runtime.clock()
+
+    def at_the_minute():
+        return reconciler_with(
+            runtime,
+            clock=lambda: started + timedelta(minutes=minutes[0]),
+            lease=timedelta(minutes=2),
+        )
+
+    second = at_the_minute()
+    tries: list[str] = []
+
+    def send(url, headers, body):
+        """Each redelivery takes a minute; at the fourth, a second run tries to start."""
+        status = client.post(urlsplit(url).path, data=body, headers=dict(headers)).status_code
+        minutes[0] += 1
+        if minutes[0] == 4:
+            tries.append(second_run(second, endpoint))
+        return status
+
+    with FakeGitHub(send=send) as github:
+        github.add_token(TOKEN)
+        endpoint, hook_id = registered(runtime, github)
+        for n in range(6):
+            github.deliver(hook_id, "push", {"ref": f"refs/heads/l{n}"}, fail=True)
+
+        run = at_the_minute().run(endpoint, RunRequest(trigger="cli", requested_by="test"))
+
+    assert tries == ["busy"]
+    assert (run["status"], run["redeliveries"]) == ("finished", 6)
+    drain(runtime)
+    assert len(ran) == 6
+
+
+def test_a_run_stops_at_the_quota_reserve_and_spends_no_more_of_it(runtime, github):
+    """Once GitHub says the credential's quota is down to the reserve, the run stops: it
+    asks for no redelivery, leaving the rest to whatever else uses the token, and the next
+    run, with quota again, finds what this one did not ask for."""
+    endpoint, hook_id = registered(runtime, github)
+    lost = [
+        github.deliver(hook_id, "push", {"ref": f"refs/heads/l{n}"}, fail=True) for n in range(150)
+    ]
+    used = len(github.requests)  # the registration's
+    left = github.rate_limit - used - 1  # what GitHub says is left after the first page
+    sparing = reconciler_with(runtime, quota_reserve=left)
+
+    stopped = sparing.run(endpoint, RunRequest(trigger="cli", requested_by="test"))
+
+    assert (stopped["status"], stopped["stop_reason"]) == ("cut_short", "quota")
+    assert (stopped["requests"], stopped["redeliveries"]) == (1, 0)
+    assert github.redeliveries(hook_id) == []
+    resumed = reconciler(runtime).run(endpoint, RunRequest(trigger="cli", requested_by="test"))
+    assert (resumed["status"], resumed["redeliveries"]) == ("finished", 150)
+    assert {d.guid for d in github.redeliveries(hook_id)} == set(lost)
 
 
 def test_a_dry_run_says_what_it_would_redeliver_and_changes_nothing(runtime, github):

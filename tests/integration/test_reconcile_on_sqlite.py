@@ -10,15 +10,19 @@ from dataclasses import replace
 import pytest
 from sqlalchemy import select
 
+from hooklatch.embedded.sinks import InlineSink
 from hooklatch.events.models import Event
 from hooklatch.providers.remote import Place
-from hooklatch.reconcile.models import ReconcileRun, ReconcileState
+from hooklatch.reconcile.models import ProviderHook, ReconcileRun, ReconcileState
 from hooklatch.reconcile.runs import Busy, RunRequest
 from hooklatch.runtime import reconciler
 from hooklatch.services.provider_side import NewRegistration, add_registered, request_reconcile
+from hooklatch.workers.relay.loop import Relay
 from hooklatch.workers.relay.reconcile import ReconcileRunner
 from tests.support.database import sqlite_settings
 from tests.support.fake_stripe import FakeStripe
+from tests.support.live_app import served
+from tests.support.pipeline import runs_of
 
 KEY = "rk_test_sqlite_0123456789abcdef"
 
@@ -28,18 +32,23 @@ def settings(settings, tmp_path):
     return sqlite_settings(settings, tmp_path / "db")
 
 
+def registered(runtime, fake) -> str:
+    """A Stripe endpoint registered with FakeStripe, through the service every face uses."""
+    new = NewRegistration(
+        provider="stripe",
+        name="billing",
+        credential={"api_key": KEY},
+        event_types=["invoice.paid"],
+        place=Place(api_url=fake.url),
+    )
+    return str(add_registered(runtime, new, actor="test")["id"])
+
+
 def test_a_run_asked_for_is_taken_by_the_relay_thread_on_sqlite(client, runtime):
     with FakeStripe() as fake:
         fake.add_key(KEY)
         runtime.settings = replace(runtime.settings, public_url="http://127.0.0.1:9")
-        new = NewRegistration(
-            provider="stripe",
-            name="billing",
-            credential={"api_key": KEY},
-            event_types=["invoice.paid"],
-            place=Place(api_url=fake.url),
-        )
-        endpoint = str(add_registered(runtime, new, actor="test")["id"])
+        endpoint = registered(runtime, fake)
         now = fake.now()
         events = [
             fake.create_event("invoice.paid", {"id": f"in_{n}"}, now - 300 + n) for n in range(150)
@@ -65,16 +74,46 @@ def test_a_run_asked_for_is_taken_by_the_relay_thread_on_sqlite(client, runtime)
 def test_one_run_per_endpoint_at_a_time_on_sqlite(client, runtime):
     with FakeStripe() as fake:
         fake.add_key(KEY)
-        new = NewRegistration(
-            provider="stripe",
-            name="billing",
-            credential={"api_key": KEY},
-            event_types=["invoice.paid"],
-            place=Place(api_url=fake.url),
-        )
-        endpoint = str(add_registered(runtime, new, actor="test")["id"])
+        endpoint = registered(runtime, fake)
         first, second = reconciler(runtime), reconciler(runtime)
         with first.session_factory.begin() as session:
             first._take_lease(session, endpoint, runtime.clock())
         with pytest.raises(Busy):
             second.run(endpoint, RunRequest(trigger="cli", requested_by="test"))
+
+
+def test_pulled_events_beside_delivered_ones_are_stored_and_run_once_on_sqlite(
+    app, runtime, router
+):
+    """Deliveries and a run's pulled events under one key: each event stored once, its
+    handlers run once, whichever way it came."""
+    ran = runs_of(router, "stripe")
+    relay = Relay(runtime, InlineSink(runtime))
+    with served(app) as url, FakeStripe() as fake:
+        runtime.settings = replace(runtime.settings, public_url=url)
+        fake.add_key(KEY)
+        endpoint = registered(runtime, fake)
+        with runtime.session_factory() as session:
+            hook = session.get(ProviderHook, endpoint)
+            assert hook is not None
+            hook_id = hook.hook_id
+        now = fake.now()
+        events = [
+            fake.create_event("invoice.paid", {"id": f"in_{n}"}, now - 400 + n) for n in range(250)
+        ]
+        for event in events[::3]:
+            assert fake.deliver(str(event["id"]), hook_id) == 200
+
+        first = reconciler(runtime).run(endpoint, RunRequest(trigger="cli", requested_by="t"))
+        second = reconciler(runtime).run(endpoint, RunRequest(trigger="cli", requested_by="t"))
+
+    assert (first["status"], first["fetched"], first["present"]) == ("finished", 166, 0)
+    assert (second["status"], second["fetched"], second["missing"]) == ("finished", 0, 0)
+    while relay.relay_once():
+        pass
+    assert len(ran) == 250 and set(Counter(ran).values()) == {1}
+    with runtime.session_factory() as session:
+        origins = Counter(session.scalars(select(Event.origin)))
+        state = session.get(ReconcileState, endpoint)
+    assert origins == {"api": 166, "webhook": 84}
+    assert state is not None and state.cursor is not None

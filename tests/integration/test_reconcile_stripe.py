@@ -12,13 +12,13 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.models import Event
 from hooklatch.providers.remote import Place
 from hooklatch.reconcile.models import ProviderHook, ReconcileState
-from hooklatch.reconcile.runs import RunRequest
+from hooklatch.reconcile.runs import RunRequest, ensure_state
 from hooklatch.runtime import reconciler
 from hooklatch.services.provider_side import NewRegistration, add_registered
 from tests.support.fake_stripe import FakeStripe
@@ -150,6 +150,58 @@ def test_everything_lists_delivered_events_too_and_finds_them_present(app, runti
         everything = run_now(runtime, endpoint, everything=True, since=since)
         assert everything["missing"] == 1 and everything["present"] == 1
         assert lost["id"] in only_failed["sample"] and kept["id"] in everything["sample"]
+
+
+def test_a_run_from_later_than_the_cursor_leaves_the_cursor_for_what_it_did_not_read(
+    app, runtime, router
+):
+    """A run asked to start after where the cursor resumes reads nothing before then: the
+    cursor stays, and the next run still finds the event lost in between."""
+    ran = runs_of(router, "stripe")
+    with stripe_and_app(app, runtime) as fake:
+        endpoint, _ = registered(runtime, fake, created_days_ago=1)
+        cursor = runtime.clock() - timedelta(hours=6)
+        with runtime.session_factory.begin() as session:
+            ensure_state(session, endpoint)
+            session.execute(
+                update(ReconcileState)
+                .where(ReconcileState.endpoint_id == endpoint)
+                .values(cursor=cursor)
+            )
+        lost = fake.create_event("invoice.paid", {"id": "in_between"}, fake.now() - 5 * 3600)
+
+        recent = run_now(runtime, endpoint, since=runtime.clock() - timedelta(hours=1))
+
+        assert (recent["status"], recent["missing"]) == ("finished", 0)
+        assert recent["cursor_after"] == cursor.isoformat()
+        assert "cursor stays" in recent["error"]
+        regular = run_now(runtime, endpoint)
+        assert (regular["missing"], regular["fetched"], regular["sample"]) == (1, 1, [lost["id"]])
+        drain(runtime)
+        assert len(ran) == 1
+
+
+def test_a_run_asks_for_nothing_older_than_the_dedupe_keys_kept(app, runtime, router):
+    """An event whose row retention deleted has no dedupe key left: fetched again, its
+    handlers would run a second time. A run reaches back no further than the keys kept
+    (HOOKLATCH_DEDUPE_RETENTION_DAYS), even where the provider's API reaches further."""
+    ran = runs_of(router, "stripe")
+    runtime.settings = replace(runtime.settings, dedupe_retention_days=7.0)
+    with stripe_and_app(app, runtime) as fake:
+        endpoint, hook = registered(runtime, fake, created_days_ago=45)
+        old = fake.create_event("invoice.paid", {"id": "in_old"}, fake.now() - 10 * 86400)
+        assert fake.deliver(old["id"], hook) == 200
+        drain(runtime)
+        with runtime.session_factory.begin() as session:  # as retention does after 7 days
+            session.execute(delete(Event).where(Event.external_id == old["id"]))
+
+        run = run_now(runtime, endpoint, everything=True, since=runtime.clock() - timedelta(20))
+
+        assert (run["status"], run["listed"], run["fetched"]) == ("finished", 0, 0)
+        [listed] = events_requests(fake)
+        assert int(listed.params["created[gte]"]) >= fake.now() - 7 * 86400
+        drain(runtime)
+        assert len(ran) == 1
 
 
 def test_a_dry_run_says_what_it_would_fetch_and_changes_nothing(app, runtime):

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import timedelta
 
 from hooklatch.endpoints.service import endpoint_url, get_endpoint
 from hooklatch.errors import HooklatchError
 from hooklatch.reconcile import hooks
 from hooklatch.reconcile.credentials import reach
-from hooklatch.reconcile.models import ProviderHook
-from hooklatch.reconcile.runs import SCHEDULE, Busy, due_endpoints
+from hooklatch.reconcile.models import ProviderHook, ReconcileState
+from hooklatch.reconcile.runs import SCHEDULE, Busy, RunRequest, due_endpoints
 from hooklatch.runtime import Runtime, reconciler
 from hooklatch.workers.relay import background
 
@@ -36,19 +37,35 @@ class ReconcileRunner:
             due = due_endpoints(session, now=runtime.clock(), scheduled=scheduled)
         ran = 0
         for endpoint_id, request in due:
-            if request.trigger == SCHEDULE:
-                self.check_hook(endpoint_id)
             try:
+                if request.trigger == SCHEDULE:
+                    self.check_hook(endpoint_id)
                 self.reconciler.run(endpoint_id, request)
             except Busy:
                 continue  # another relay or a person's run has it
-            except HooklatchError as exc:
+            except (HooklatchError, LookupError) as exc:  # LookupError: provider not installed
+                # Not tried again at every step: at its next scheduled time, or when asked.
                 log.warning("reconcile of %s cannot start: %s", endpoint_id, exc)
+                self.put_off(endpoint_id, request)
                 continue
             ran += 1
         if ran:
             runtime.wake_dispatcher()  # the embedded dispatcher runs what was fetched now
         return ran
+
+    def put_off(self, endpoint_id: str, request: RunRequest) -> None:
+        """A run that cannot start waits for its next scheduled time; one asked for is
+        dropped (the warning says why), or it would be tried at every step."""
+        runtime = self.runtime
+        interval = max(runtime.settings.reconcile_interval_seconds, STEP_SECONDS)
+        with runtime.session_factory.begin() as session:
+            state = session.get(ReconcileState, endpoint_id)
+            if state is None:
+                return
+            if request.queued:
+                state.requested = None
+            else:
+                state.next_run_at = runtime.clock() + timedelta(seconds=interval)
 
     def check_hook(self, endpoint_id: str) -> None:
         """Read back the endpoint's webhook at the provider, noting any drift."""

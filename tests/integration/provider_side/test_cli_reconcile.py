@@ -116,6 +116,13 @@ def test_since_must_be_a_time_or_a_duration(cli, billing):
     assert "reaches back only to" in at["error"]
 
 
+@pytest.mark.parametrize("given", ["99999999999d", "999999999d"])
+def test_a_duration_too_long_for_a_date_is_a_usage_error(cli, billing, given):
+    wrong = cli("reconcile", "billing", "--since", given, ok=False)
+    assert wrong.exit_code == 2 and "too far back" in wrong.output
+    assert "Traceback" not in wrong.output
+
+
 def test_a_github_run_redelivers_the_failed_deliveries_and_they_arrive_signed(
     cli, runtime, github_api
 ):
