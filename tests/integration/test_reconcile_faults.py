@@ -8,8 +8,6 @@ from __future__ import annotations
 import signal
 import time
 from collections import Counter
-from contextlib import contextmanager
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -27,22 +25,12 @@ from hooklatch.services.provider_side import (
     request_reconcile,
     set_credential,
 )
-from tests.support.fake_stripe import FakeStripe
-from tests.support.live_app import served
 from tests.support.pipeline import drain, runs_of, wait_for
 from tests.support.processes import hooklatch_cmd, process_env
-from tests.support.reconcile import reconciler_with, second_run
+from tests.support.reconcile import reconciler_with, second_run, stripe_and_app
 
 KEY = "rk_test_faults_0123456789QZXW"
 NEW_KEY = "rk_test_faults_rotated_9876YVUT"
-
-
-@contextmanager
-def stripe_and_app(app, runtime):
-    with served(app) as url, FakeStripe() as fake:
-        runtime.settings = replace(runtime.settings, public_url=url)
-        fake.add_key(KEY)
-        yield fake
 
 
 def registered(runtime, fake):
@@ -108,7 +96,7 @@ def test_a_provider_failing_mid_listing_cuts_the_run_short_and_the_next_resumes(
     app, runtime, router
 ):
     ran = runs_of(router, "stripe")
-    with stripe_and_app(app, runtime) as fake:
+    with stripe_and_app(app, runtime, KEY) as fake:
         endpoint = registered(runtime, fake)
         events = lost_events(fake, 350)
         fake.script(500, times=3, after=1)  # the second page, and both its retries
@@ -144,7 +132,7 @@ def test_a_run_stops_at_its_budget_says_so_and_a_larger_one_resumes(
     app, runtime, router, budget, reason
 ):
     ran = runs_of(router, "stripe")
-    with stripe_and_app(app, runtime) as fake:
+    with stripe_and_app(app, runtime, KEY) as fake:
         endpoint = registered(runtime, fake)
         events = lost_events(fake, 250)
         small = reconciler_with(runtime, **budget)
@@ -177,7 +165,7 @@ def test_a_key_revoked_mid_run_stops_it_at_once_and_a_rotated_key_resumes(
     app, runtime, router, caplog
 ):
     ran = runs_of(router, "stripe")
-    with stripe_and_app(app, runtime) as fake:
+    with stripe_and_app(app, runtime, KEY) as fake:
         endpoint = registered(runtime, fake)
         events = lost_events(fake, 250)
         fake.script(401, after=2)
@@ -207,7 +195,7 @@ def test_a_key_revoked_mid_run_stops_it_at_once_and_a_rotated_key_resumes(
 
 def test_a_rate_limit_mid_run_is_waited_out_as_the_provider_asks(app, runtime, router):
     ran = runs_of(router, "stripe")
-    with stripe_and_app(app, runtime) as fake:
+    with stripe_and_app(app, runtime, KEY) as fake:
         endpoint = registered(runtime, fake)
         events = lost_events(fake, 150)
         fake.script(429, after=1, retry_after=1)
@@ -243,7 +231,7 @@ def test_a_rate_limit_waited_out_longer_than_the_lease_keeps_the_endpoint(app, r
         )
 
     second = patient()
-    with stripe_and_app(app, runtime) as fake:
+    with stripe_and_app(app, runtime, KEY) as fake:
         endpoint = registered(runtime, fake)
         events = lost_events(fake, 150)
         fake.script(429, after=1, retry_after=300)
@@ -256,7 +244,7 @@ def test_a_rate_limit_waited_out_longer_than_the_lease_keeps_the_endpoint(app, r
 
 
 def test_a_rate_limit_longer_than_the_run_may_wait_stops_it_without_waiting(app, runtime):
-    with stripe_and_app(app, runtime) as fake:
+    with stripe_and_app(app, runtime, KEY) as fake:
         endpoint = registered(runtime, fake)
         lost_events(fake, 150)
         fake.script(429, after=1, retry_after=3600)
@@ -280,7 +268,7 @@ def test_events_delivered_while_they_are_fetched_are_stored_and_run_once(app, ru
                 assert fake.deliver(event["id"], hook) == 200
             return found
 
-    with stripe_and_app(app, runtime) as fake:
+    with stripe_and_app(app, runtime, KEY) as fake:
         endpoint = registered(runtime, fake)
         with runtime.session_factory() as session:
             from hooklatch.reconcile.models import ProviderHook
@@ -319,7 +307,7 @@ def test_a_relay_killed_mid_run_loses_nothing_and_the_next_resumes_behind_the_cu
     stored; a second relay takes the endpoint once the lease runs out, resumes from the
     cursor, and every event runs once."""
     ran = runs_of(router, "stripe")
-    with stripe_and_app(app, runtime) as fake:
+    with stripe_and_app(app, runtime, KEY) as fake:
         endpoint = registered(runtime, fake)
         with runtime.session_factory.begin() as session:
             session.execute(
@@ -391,7 +379,7 @@ def test_a_relay_killed_mid_run_loses_nothing_and_the_next_resumes_behind_the_cu
 def test_an_event_the_provider_cannot_give_readably_stops_the_run_before_it(app, runtime):
     """Never skipped: the events before it are stored, the cursor stays, the run says
     which event and why, and the next run meets it again."""
-    with stripe_and_app(app, runtime) as fake:
+    with stripe_and_app(app, runtime, KEY) as fake:
         endpoint = registered(runtime, fake)
         events = lost_events(fake, 10)
         # A type longer than any stored (255 characters): parse refuses it.

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
 
@@ -21,21 +20,11 @@ from hooklatch.reconcile.models import ProviderHook, ReconcileState
 from hooklatch.reconcile.runs import RunRequest, ensure_state
 from hooklatch.runtime import reconciler
 from hooklatch.services.provider_side import NewRegistration, add_registered
-from tests.support.fake_stripe import FakeStripe
-from tests.support.live_app import served
 from tests.support.pipeline import drain, runs_of
+from tests.support.reconcile import stripe_and_app
 
 KEY = "rk_test_reconcile_0123456789abcdef"
 WRONG_SECRET = "whsec_not_the_one_stripe_holds"
-
-
-@contextmanager
-def stripe_and_app(app, runtime):
-    """FakeStripe, and the app served over HTTP at the public URL the endpoint registers."""
-    with served(app) as url, FakeStripe() as fake:
-        runtime.settings = replace(runtime.settings, public_url=url)
-        fake.add_key(KEY)
-        yield fake
 
 
 def registered(runtime, fake, *, created_days_ago: float = 0):
@@ -71,7 +60,7 @@ def test_a_thousand_events_120_missing_each_run_once(app, runtime, router):
     """1,000 events: 100 never reached hooklatch, 50 arrived twice, 20 were refused for a
     wrong secret. One reconcile finds the 120 missing; every event then runs once."""
     ran = runs_of(router, "stripe")
-    with stripe_and_app(app, runtime) as fake:
+    with stripe_and_app(app, runtime, KEY) as fake:
         # An endpoint older than Stripe's horizon: its first run would start before it.
         endpoint, hook = registered(runtime, fake, created_days_ago=45)
         now = fake.now()
@@ -133,7 +122,7 @@ def test_a_thousand_events_120_missing_each_run_once(app, runtime, router):
 
 
 def test_everything_lists_delivered_events_too_and_finds_them_present(app, runtime, router):
-    with stripe_and_app(app, runtime) as fake:
+    with stripe_and_app(app, runtime, KEY) as fake:
         endpoint, hook = registered(runtime, fake)
         kept = fake.create_event("invoice.paid", {"id": "in_kept"}, fake.now() - 600)
         lost = fake.create_event("invoice.paid", {"id": "in_lost"}, fake.now() - 300)
@@ -158,7 +147,7 @@ def test_a_run_from_later_than_the_cursor_leaves_the_cursor_for_what_it_did_not_
     """A run asked to start after where the cursor resumes reads nothing before then: the
     cursor stays, and the next run still finds the event lost in between."""
     ran = runs_of(router, "stripe")
-    with stripe_and_app(app, runtime) as fake:
+    with stripe_and_app(app, runtime, KEY) as fake:
         endpoint, _ = registered(runtime, fake, created_days_ago=1)
         cursor = runtime.clock() - timedelta(hours=6)
         with runtime.session_factory.begin() as session:
@@ -187,7 +176,7 @@ def test_a_run_asks_for_nothing_older_than_the_dedupe_keys_kept(app, runtime, ro
     (HOOKLATCH_DEDUPE_RETENTION_DAYS), even where the provider's API reaches further."""
     ran = runs_of(router, "stripe")
     runtime.settings = replace(runtime.settings, dedupe_retention_days=7.0)
-    with stripe_and_app(app, runtime) as fake:
+    with stripe_and_app(app, runtime, KEY) as fake:
         endpoint, hook = registered(runtime, fake, created_days_ago=45)
         old = fake.create_event("invoice.paid", {"id": "in_old"}, fake.now() - 10 * 86400)
         assert fake.deliver(old["id"], hook) == 200
@@ -205,7 +194,7 @@ def test_a_run_asks_for_nothing_older_than_the_dedupe_keys_kept(app, runtime, ro
 
 
 def test_a_dry_run_says_what_it_would_fetch_and_changes_nothing(app, runtime):
-    with stripe_and_app(app, runtime) as fake:
+    with stripe_and_app(app, runtime, KEY) as fake:
         endpoint, _ = registered(runtime, fake)
         lost = fake.create_event("invoice.paid", {"id": "in_1"}, fake.now() - 60)
         run = run_now(runtime, endpoint, dry_run=True)
@@ -220,7 +209,7 @@ def test_a_dry_run_says_what_it_would_fetch_and_changes_nothing(app, runtime):
 def test_pulled_events_of_an_ordered_endpoint_take_their_key(app, runtime, router, ordering):
     from tests.support.pipeline import configure_ordering
 
-    with stripe_and_app(app, runtime) as fake:
+    with stripe_and_app(app, runtime, KEY) as fake:
         endpoint, _ = registered(runtime, fake)
         configure_ordering(runtime, endpoint, policy=ordering)
         for n in range(3):
