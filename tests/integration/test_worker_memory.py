@@ -12,7 +12,7 @@ import pytest
 from redis import Redis
 from rq import Queue
 from rq.job import Job
-from rq.registry import FinishedJobRegistry
+from rq.registry import FinishedJobRegistry, StartedJobRegistry
 from sqlalchemy import select
 
 from bench.procs import memory_mib
@@ -69,9 +69,15 @@ def start_worker(procs, env):
 
 
 def finished_jobs(settings, name: str | None = None) -> list[Job]:
-    """The jobs finished on the live queue, or on the queue named."""
+    """The jobs finished on the live queue, or on the queue named, once none is waiting
+    or running there: a job's last commit comes before RQ files it as finished."""
     redis = Redis.from_url(settings.redis_url)
     queue = Queue(name or settings.queue_name, connection=redis, serializer=SERIALIZER)
+    wait_for(
+        lambda: queue.count == 0 and StartedJobRegistry(queue=queue).count == 0,
+        timeout=30,
+        message=f"no job waiting or running on {queue.name}",
+    )
     ids = FinishedJobRegistry(queue=queue).get_job_ids()
     return [job for job in Job.fetch_many(ids, redis, serializer=SERIALIZER) if job]
 
