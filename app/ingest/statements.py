@@ -40,7 +40,8 @@ queued AS (
     WHERE %(due_at)s::timestamptz <= %(received_at)s::timestamptz
 )
 SELECT (SELECT id FROM created), (SELECT repeats_event_id FROM created),
-    EXISTS (SELECT 1 FROM guard), e.id, e.status, e.body_sha256, e.received_at
+    EXISTS (SELECT 1 FROM guard), e.id, e.status, e.body_sha256, e.received_at,
+    e.origin
 FROM (SELECT 1) AS one
 LEFT JOIN events AS e ON e.endpoint_id = %(endpoint_id)s AND e.external_id = %(external_id)s
     AND e.variant = %(variant)s

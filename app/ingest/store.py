@@ -10,14 +10,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import cast
+from typing import NamedTuple, cast
 
 from sqlalchemy import CTE, Connection, Insert, Table, bindparam, func, insert, select, update
 from sqlalchemy.sql.dml import ReturningInsert
 
 from hooklatch.db import UTCDateTime, insert_ignoring_conflict
 from hooklatch.endpoints.service import ActiveEndpoint
-from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
+from hooklatch.events.models import API, DEAD, PENDING, Event, OutboxEntry
 from hooklatch.ingest.delivered import NO_CONFLICT, Conflict, Delivered, placement, utc
 from hooklatch.ingest.statements import EXECUTE_STORE, POSTGRES_STORE, PREPARED_KEY
 from hooklatch.jsontypes import JSONObject
@@ -139,7 +139,7 @@ def _store_on_postgres(
 ) -> Recorded:
     endpoint = delivered.endpoint
     placed = placement(delivered, item)
-    new_id, repeats, fresh, stored_id, status, digest, first_received = connection.exec_driver_sql(
+    new_id, repeats, fresh, *existing = connection.exec_driver_sql(
         EXECUTE_STORE if connection.info.get(PREPARED_KEY) else POSTGRES_STORE,
         {
             "endpoint_id": endpoint.id,
@@ -165,10 +165,10 @@ def _store_on_postgres(
         raise EndpointChanged(endpoint.id)
     if new_id is not None:
         return _accepted(new_id, item, repeats, conflict)
-    if stored_id is None:
+    if existing[0] is None:
         # Stored by another request since this statement's snapshot: look it up.
         return _duplicate(connection, delivered, item, conflict)
-    return _duplicate_of(connection, delivered, item, stored_id, status, digest, first_received)
+    return _duplicate_of(connection, delivered, item, Existing(*existing))
 
 
 def _store_elsewhere(
@@ -252,25 +252,38 @@ def _duplicate(
     connection: Connection, delivered: Delivered, item: IncomingEvent, conflict: Conflict
 ) -> Recorded:
     existing = connection.execute(
-        select(Event.id, Event.status, Event.body_sha256, Event.received_at).where(
+        select(Event.id, Event.status, Event.body_sha256, Event.received_at, Event.origin).where(
             Event.endpoint_id == delivered.endpoint.id,
             Event.external_id == item.external_id,
             Event.variant == conflict.variant,
         )
     ).one()
-    return _duplicate_of(connection, delivered, item, *existing)
+    return _duplicate_of(connection, delivered, item, Existing(*existing))
+
+
+class Existing(NamedTuple):
+    """The stored event a delivery repeats."""
+
+    id: int
+    status: str
+    digest: str
+    first_received: datetime
+    origin: str
 
 
 def _duplicate_of(
-    connection: Connection,
-    delivered: Delivered,
-    item: IncomingEvent,
-    event_id: int,
-    status: str,
-    stored_digest: str,
-    first_received: datetime,
+    connection: Connection, delivered: Delivered, item: IncomingEvent, existing: Existing
 ) -> Recorded:
-    if stored_digest != delivered.digest:
+    event_id, status, first_received = existing.id, existing.status, existing.first_received
+    if existing.origin == API:
+        # Fetched from the provider's API by a reconcile, and now delivered as the
+        # provider kept retrying: the same event, whose body the API writes its own way.
+        log.info(
+            "event %d, fetched from the provider's API, delivered too: a duplicate",
+            event_id,
+            extra={"external_id": item.external_id},
+        )
+    elif existing.digest != delivered.digest:
         connection.execute(
             update(Event)
             .where(Event.id == event_id)

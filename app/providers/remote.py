@@ -174,10 +174,17 @@ class RemoteAPI:
 
     # Pull.
     def events_page(
-        self, *, since: datetime, only_failed: bool, token: str | None
+        self,
+        *,
+        since: datetime,
+        only_failed: bool,
+        token: str | None,
+        types: Sequence[str] | None = None,
     ) -> Page[PulledEvent]:
-        """Events created at or after ``since``, in the API's order, one page; with
-        ``only_failed``, those whose delivery has not succeeded."""
+        """Events created at or after ``since``, newest first, one page; with
+        ``only_failed``, those whose delivery has not succeeded. ``types`` names the event
+        types the endpoint's webhook receives (None: every type): an API that can filter
+        by type should, to spend fewer pages; hooklatch drops other types either way."""
         raise NotImplementedError
 
     # Push.

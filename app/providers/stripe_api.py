@@ -48,6 +48,8 @@ DESCRIPTION = "hooklatch"
 # masked value. Each is blotted out whole, the masked tail with it.
 KEY_LIKE = re.compile(r"\b(?:sk|rk|pk|whsec)_[^\s'\"]*|[^\s'\"]*\*{3,}[^\s'\"]*")
 REDACTED = "[redacted]"
+# GET /v1/events takes at most this many names in `types`.
+MAX_TYPES = 20
 
 T = TypeVar("T")
 
@@ -98,16 +100,25 @@ class StripeAPI(RemoteAPI):
         )
 
     def events_page(
-        self, *, since: datetime, only_failed: bool, token: str | None
+        self,
+        *,
+        since: datetime,
+        only_failed: bool,
+        token: str | None,
+        types: Sequence[str] | None = None,
     ) -> Page[PulledEvent]:
         """One page of events created at or after ``since``, newest first as Stripe lists
-        them; with ``only_failed``, those Stripe has not delivered to every endpoint."""
+        them; with ``only_failed``, those Stripe has not delivered to every endpoint (of
+        the account: another endpoint's failures are listed too). Of ``types`` only,
+        where Stripe can filter by them (at most 20)."""
         params: EventListParams = {
             "created": {"gte": int(since.timestamp())},
             "limit": self.page_size,
         }
         if only_failed:
             params["delivery_success"] = False
+        if types and len(types) <= MAX_TYPES:
+            params["types"] = list(types)
         if token is not None:
             params["starting_after"] = token
         answer = self._call(lambda: self._client.v1.events.list(params))

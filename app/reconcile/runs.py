@@ -59,7 +59,12 @@ from hooklatch.providers.remote import (
     RemoteError,
 )
 from hooklatch.reconcile.credentials import Reach, reach
-from hooklatch.reconcile.models import EndpointCredential, ReconcileRun, ReconcileState
+from hooklatch.reconcile.models import (
+    EndpointCredential,
+    ProviderHook,
+    ReconcileRun,
+    ReconcileState,
+)
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +217,9 @@ class Run:
     # that listing began: the cursor moves there once the listing reaches ``since``.
     start_token: str | None = None
     listing_began: datetime | None = None
+    # The event types the provider delivers to this endpoint's webhook (None: every
+    # type). A pull lists the account's events: others' are not this endpoint's to store.
+    event_types: frozenset[str] | None = None
     tally: Tally = field(default_factory=Tally)
 
 
@@ -323,6 +331,7 @@ class Reconciler:
                 moves_cursor=since <= max(resume, floor) or going_on is not None,
                 start_token=going_on["token"] if going_on else None,
                 listing_began=(datetime.fromisoformat(going_on["began"]) if going_on else None),
+                event_types=owed_types(session.get(ProviderHook, endpoint.id)),
             )
             session.expunge(endpoint)
         if wanted < floor:
@@ -534,13 +543,18 @@ class Reconciler:
     def _pull(self, run: Run) -> None:
         api, started = run.reach.api, self.clock()
         only_failed = not run.request.everything
+        types = sorted(run.event_types) if run.event_types is not None else None
         pulled, cut, next_token = self._pages(
             run,
-            lambda token: api.events_page(since=run.since, only_failed=only_failed, token=token),
+            lambda token: api.events_page(
+                since=run.since, only_failed=only_failed, token=token, types=types
+            ),
             done=lambda _: False,
         )
-        unique = {event.external_id: event for event in pulled}
-        ordered = sorted(unique.values(), key=lambda e: (e.created, e.external_id))
+        # Listed newest first: oldest first is the reverse, by creation time (a stable
+        # sort keeps the API's order among events created in the same second).
+        unique = {event.external_id: event for event in reversed(pulled)}
+        ordered = sorted(unique.values(), key=lambda e: e.created)
         parsed = [(event, self._parsed(run, event)) for event in ordered]
         unreadable = next((n for n, (_, item) in enumerate(parsed) if item is None), None)
         if unreadable is not None:
@@ -556,7 +570,11 @@ class Reconciler:
                 ),
                 None,
             )
-        items = [(event, item) for event, item in parsed if item is not None]
+        items = [
+            (event, item)
+            for event, item in parsed
+            if item is not None and (run.event_types is None or item.type in run.event_types)
+        ]
         run.tally.listed = len(items)
         stored = self._stored_ids(run.endpoint.id, [item.external_id for _, item in items])
         missing = [(event, item) for event, item in items if item.external_id not in stored]
@@ -750,6 +768,18 @@ class Reconciler:
             self._renew(run)
         self._go_on_later(run, cut, next_token, started)
         self._advance(run, started)
+
+
+def owed_types(hook: ProviderHook | None) -> frozenset[str] | None:
+    """The event types the provider delivers to the webhook: what it held when last read
+    back, else what registration asked for; None for every type ("*"), or where no webhook
+    is known (a credential alone)."""
+    if hook is None:
+        return None
+    types = hook.seen_event_types if hook.seen_event_types is not None else hook.event_types
+    if not types or "*" in types:
+        return None
+    return frozenset(types)
 
 
 def resumable(resume: Mapping[str, object] | None, request: RunRequest) -> bool:

@@ -5,6 +5,7 @@ description says and delivers as Stripe does, to the app served over HTTP."""
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import Counter
 from dataclasses import replace
@@ -27,12 +28,14 @@ KEY = "rk_test_reconcile_0123456789abcdef"
 WRONG_SECRET = "whsec_not_the_one_stripe_holds"
 
 
-def registered(runtime, fake, *, created_days_ago: float = 0):
+def registered(
+    runtime, fake, *, created_days_ago: float = 0, event_types=("invoice.paid", "customer.updated")
+):
     new = NewRegistration(
         provider="stripe",
         name="billing",
         credential={"api_key": KEY},
-        event_types=["invoice.paid", "customer.updated"],
+        event_types=list(event_types),
         place=Place(api_url=fake.url),
     )
     made = add_registered(runtime, new, actor="test")
@@ -228,3 +231,97 @@ def hook_id_of(runtime, endpoint):
         hook = session.get(ProviderHook, endpoint)
         assert hook is not None and hook.hook_id is not None
         return hook.hook_id
+
+
+def types_asked(request) -> set[str]:
+    return {value for name, value in request.params.items() if name.startswith("types[")}
+
+
+def external_ids(runtime) -> list[str]:
+    with runtime.session_factory() as session:
+        return list(session.scalars(select(Event.external_id).order_by(Event.id)))
+
+
+@pytest.mark.parametrize("everything", [False, True], ids=["failed", "everything"])
+def test_only_the_types_its_webhook_receives_are_fetched(app, runtime, router, everything):
+    """Stripe lists an event as undelivered while any endpoint of the account lacks it:
+    another endpoint's failures, of a type this one never receives, are not this one's
+    to store; nor, listing every event, is anything of another type."""
+    ran = runs_of(router, "stripe")
+    with stripe_and_app(app, runtime, KEY) as fake:
+        endpoint, _ = registered(runtime, fake)
+        fake.create_endpoint("http://127.0.0.1:9/elsewhere", ["charge.succeeded", "invoice.paid"])
+        stamp = fake.now() - 600
+        lost = [fake.create_event("invoice.paid", {"id": f"in_{n}"}, stamp + n) for n in range(3)]
+        for n in range(4):  # pending for the other endpoint only
+            fake.create_event("charge.succeeded", {"id": f"ch_{n}"}, stamp + n)
+        fake.create_event("customer.created", {"id": "cus_1"}, stamp)  # nobody's
+
+        run = run_now(runtime, endpoint, everything=everything)
+
+        assert run["status"] == "finished", run
+        assert (run["listed"], run["missing"], run["fetched"]) == (3, 3, 3)
+        assert external_ids(runtime) == [event["id"] for event in lost]
+        listed = events_requests(fake)
+        assert listed and all(
+            types_asked(r) == {"invoice.paid", "customer.updated"} for r in listed
+        )
+        drain(runtime)
+        assert sorted(ran) == sorted(set(ran)) and len(ran) == 3
+
+
+def test_more_types_than_stripe_filters_by_are_filtered_here(app, runtime, router):
+    """GET /v1/events takes at most 20 names in ``types``: a webhook that receives more is
+    listed whole, and only its own types are stored."""
+    types = ["invoice.paid", *(f"acme.thing_{n}" for n in range(20))]
+    with stripe_and_app(app, runtime, KEY) as fake:
+        endpoint, _ = registered(runtime, fake, event_types=types)
+        fake.create_endpoint("http://127.0.0.1:9/elsewhere", ["charge.succeeded"])
+        stamp = fake.now() - 600
+        lost = fake.create_event("invoice.paid", {"id": "in_1"}, stamp)
+        fake.create_event("charge.succeeded", {"id": "ch_1"}, stamp + 1)
+
+        run = run_now(runtime, endpoint)
+
+        assert (run["status"], run["listed"], run["fetched"]) == ("finished", 1, 1), run
+        assert external_ids(runtime) == [lost["id"]]
+        assert all(types_asked(r) == set() for r in events_requests(fake))
+
+
+def test_a_delivery_of_an_event_fetched_already_is_a_plain_duplicate(app, runtime, router, caplog):
+    """Stripe keeps retrying for days: its delivery of an event a reconcile fetched is the
+    same event, run once, though the API's JSON is not the delivery's to the byte; not an
+    id reused with another body."""
+    ran = runs_of(router, "stripe")
+    with stripe_and_app(app, runtime, KEY) as fake:
+        endpoint, hook = registered(runtime, fake)
+        lost = fake.create_event("invoice.paid", {"id": "in_late"}, fake.now() - 300)
+        assert run_now(runtime, endpoint)["fetched"] == 1
+        drain(runtime)
+
+        with caplog.at_level(logging.INFO):
+            assert fake.deliver(lost["id"], hook) == 200
+        drain(runtime)
+
+    assert len(ran) == 1
+    with runtime.session_factory() as session:
+        [row] = session.scalars(select(Event)).all()
+    assert (row.external_id, row.origin, row.mismatched_duplicates) == (lost["id"], "api", 0)
+    assert "reused with a different body" not in caplog.text
+    assert "fetched from the provider's API, delivered too" in caplog.text
+
+
+def test_events_made_in_one_second_are_stored_in_the_order_stripe_made_them(app, runtime):
+    """Stripe lists newest first, and its ids say nothing of order: within one second of
+    creation, oldest first is the listing's reverse."""
+    with stripe_and_app(app, runtime, KEY) as fake:
+        endpoint, _ = registered(runtime, fake)
+        stamp = fake.now() - 600
+        made = [
+            fake.create_event("invoice.paid", {"id": f"in_{n}"}, stamp)["id"] for n in range(30)
+        ]
+        made.append(fake.create_event("invoice.paid", {"id": "in_next"}, stamp + 1)["id"])
+
+        assert run_now(runtime, endpoint)["fetched"] == 31
+
+    assert external_ids(runtime) == made

@@ -26,6 +26,8 @@ from tests.support.fake_stripe_params import (
 HORIZON = 30 * 24 * 3600  # GET /v1/events goes back 30 days
 API_VERSION = "2025-06-30.basil"
 ALPHABET = string.ascii_letters + string.digits
+# GET /v1/events takes at most this many names in `types`.
+MAX_TYPES = 20
 LIST_EVENTS = frozenset(
     {"created", "delivery_success", "ending_before", "expand", "limit"}
     | {"starting_after", "type", "types"}
@@ -123,6 +125,9 @@ class Account:
         known_only(params, LIST_EVENTS)
         if "type" in params and "types" in params:
             raise ApiError(400, "You may pass either `type` or `types`, but not both.")
+        types = params.get("types")
+        if isinstance(types, list) and len(types) > MAX_TYPES:
+            raise ApiError(400, f"Invalid array: types can have at most {MAX_TYPES} items.")
         bounds = created_bounds(params.get("created"))
         success = boolean(params, "delivery_success")
         listed = [
