@@ -2,10 +2,11 @@
 
 A job is the function named ``JOB_FUNCTION`` called with a handoff's ids (``Handoff``):
 the events to run, and the replays to run, as two lists of ids (one of them empty). It
-goes to the live queue, or, for replays, to the replay queue, which workers read after
-it (``queue_names``). The relay (``hooklatch.workers.relay``) writes jobs with
-``enqueue_data``; the worker (``hooklatch.workers.worker``) reads them with the same
-``SERIALIZER``; neither imports the other.
+goes to the live queue; events a reconcile fetched go to the fetched queue, and replays
+to the replay queue, which workers read after it, in that order (``queue_names``). The
+relay (``hooklatch.workers.relay``) writes jobs with ``enqueue_data``; the worker
+(``hooklatch.workers.worker``) reads them with the same ``SERIALIZER``; neither imports
+the other.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ FAILURE_TTL_SECONDS = 7 * 24 * 3600
 
 @dataclass
 class Handoff:
-    """The work one job is handed: events' ids or replays' ids, never both. ``job_id`` is
-    set when it is handed over."""
+    """The work one job is handed: events' ids or replays' ids, never both; ``fetched``
+    for events a reconcile fetched. ``job_id`` is set when it is handed over."""
 
     event_ids: list[int] = field(default_factory=list)
     replay_ids: list[int] = field(default_factory=list)
+    fetched: bool = False
     job_id: str = ""
 
     def arguments(self) -> tuple[list[int], list[int]]:
@@ -49,14 +51,22 @@ class Handoff:
 
 
 def queue_names(settings: Settings) -> list[str]:
-    """The live queue, then the replay queue: a worker takes a job from the first that has
-    one, so a replay never waits in front of a live event."""
-    return [settings.queue_name, settings.replay_queue_name]
+    """The live queue, the fetched queue, then the replay queue: a worker takes a job from
+    the first that has one, so neither a reconcile's catch-up nor a replay waits in front
+    of a live event."""
+    return [settings.queue_name, settings.fetched_queue_name, settings.replay_queue_name]
 
 
 def queue_name(settings: Settings, handoff: Handoff) -> str:
     """The queue a handoff's job goes to."""
-    return settings.replay_queue_name if handoff.replay_ids else settings.queue_name
+    if handoff.replay_ids:
+        return settings.replay_queue_name
+    return settings.fetched_queue_name if handoff.fetched else settings.queue_name
+
+
+def makes_way(settings: Settings, queue: str) -> bool:
+    """Whether a job from this queue hands its remaining work back when live jobs wait."""
+    return queue in (settings.fetched_queue_name, settings.replay_queue_name)
 
 
 def enqueue_data(handoff: Handoff) -> EnqueueData:

@@ -309,8 +309,14 @@ class Settings:
         return self.redis_url is None
 
     @property
+    def fetched_queue_name(self) -> str:
+        """Jobs of events a reconcile fetched: workers read this queue after the live one
+        (HOOKLATCH_QUEUE)."""
+        return f"{self.queue_name}-fetched"
+
+    @property
     def replay_queue_name(self) -> str:
-        """Replays' jobs: workers read this queue after the live one (HOOKLATCH_QUEUE)."""
+        """Replays' jobs: workers read this queue after the live and fetched ones."""
         return f"{self.queue_name}-replays"
 
     @property

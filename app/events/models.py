@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Float,
     ForeignKey,
     Index,
@@ -16,6 +17,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
@@ -156,6 +158,15 @@ class OutboxEntry(Base):
         # replay) left in this index let a planner without statistics pair it with the
         # event_id index and read every outbox row for each pending event.
         _partial_index("ix_outbox_replay_id", "replay_id", where="replay_id IS NOT NULL"),
+        # The relay's polls of the live lane and of the events a reconcile fetched, which
+        # workers read after it: each from its own index, since a catch-up leaves
+        # thousands of fetched rows waiting, and live ones keep coming behind them.
+        _partial_index(
+            "ix_outbox_live_undispatched",
+            "id",
+            where="job_id IS NULL AND replay_id IS NULL AND NOT fetched",
+        ),
+        _partial_index("ix_outbox_fetched_undispatched", "id", where="job_id IS NULL AND fetched"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
@@ -167,6 +178,9 @@ class OutboxEntry(Base):
     # Jobs that took this row and vanished without finishing it (the process died in a
     # handler?): the row is then handed out alone, and past a limit its event is dead.
     lost_dispatches: Mapped[int] = mapped_column(Integer, server_default="0")
+    # The row of an event a reconcile fetched from the provider's API: handed out in the
+    # fetched lane, behind live events (hooklatch.jobs).
+    fetched: Mapped[bool] = mapped_column(Boolean, server_default=false(), default=False)
 
 
 class BulkReplay(Base):

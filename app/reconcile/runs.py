@@ -676,9 +676,10 @@ class Reconciler:
                 run.tally.fetched += 1
                 if placed.due_at <= now:
                     due.append(new.id)
-            if due:
+            if due:  # in the fetched lane: behind live events (hooklatch.jobs)
                 session.execute(
-                    insert(OutboxEntry), [{"event_id": i, "created_at": now} for i in due]
+                    insert(OutboxEntry),
+                    [{"event_id": i, "created_at": now, "fetched": True} for i in due],
                 )
             if cursor is not None:
                 self._move_cursor(session, run, cursor)

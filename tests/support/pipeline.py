@@ -14,7 +14,7 @@ from sqlalchemy import delete, update
 
 from hooklatch.endpoints.service import create_endpoint
 from hooklatch.events.models import DEAD, Event, OutboxEntry
-from hooklatch.jobs import SERIALIZER
+from hooklatch.jobs import SERIALIZER, queue_names
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.loop import Relay
 from hooklatch.workers.relay.sinks import RQSink
@@ -165,7 +165,7 @@ def drain(
     assert runtime.settings.redis_url is not None
     redis = Redis.from_url(runtime.settings.redis_url)
     relay = Relay(runtime, RQSink(runtime, redis))
-    queues = [runtime.settings.queue_name, runtime.settings.replay_queue_name]
+    queues = queue_names(runtime.settings)
     worker = SimpleWorker(queues, connection=redis, serializer=SERIALIZER)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

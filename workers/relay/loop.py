@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from sqlalchemy import ColumnElement, Row, select, update
+from sqlalchemy import ColumnElement, Row, and_, select, true, update
 from sqlalchemy.orm import Session
 
 from hooklatch.db import reconnect_delay
@@ -30,6 +30,12 @@ log = logging.getLogger(__name__)
 
 # An outbox row as the relay reads it: id, event_id, replay_id, lost_dispatches.
 WaitingRow = Row[int, int, int | None, int]
+
+# The outbox rows of each lane: live events', the events' a reconcile fetched, replays'.
+# Each matches a partial index of the waiting rows (hooklatch.events.models).
+LIVE = and_(OutboxEntry.replay_id.is_(None), ~OutboxEntry.fetched)
+FETCHED = OutboxEntry.fetched == true()
+REPLAYS = OutboxEntry.replay_id.is_not(None)
 
 
 def chunk(ids: Sequence[int], size: int) -> list[list[int]]:
@@ -50,37 +56,45 @@ class Relay:
         transaction: if the relay dies in between, they are still waiting and are pushed
         again, and the duplicate job finds the events processed.
 
-        Events go to the live queue and replays to the replay queue, which workers read
-        after it. Nothing is handed to a queue while ``queued_jobs`` jobs wait in it: its
-        rows stay in the outbox and go out together once one is taken. A job costs a
+        Events go to the live queue; those a reconcile fetched go to the fetched queue and
+        replays to the replay queue, which workers read after it: a catch-up of thousands
+        never stands in front of a live event. Nothing is handed to a queue while
+        ``queued_jobs`` jobs wait in it: its rows stay in the outbox and go out together
+        once one is taken. A job costs a
         worker a few round trips whatever its size, so jobs cut at each poll (a few events
         each under a steady trickle, hundreds of them after an outage) held the workers to
         a few hundred events a second; held back, a job carries what arrived while the
         workers were busy, up to ``job_size``.
         """
         waiting = self.sink.waiting()
-        live = waiting.live < self.settings.queued_jobs
-        replays = waiting.replays < self.settings.queued_jobs
-        if not (live or replays):
+        room = self.settings.queued_jobs
+        lanes = [
+            (which, fetched)
+            for which, fetched, jobs in (
+                (LIVE, False, waiting.live),
+                (FETCHED, True, waiting.fetched),
+                (REPLAYS, False, waiting.replays),
+            )
+            if jobs < room
+        ]
+        if not lanes:
             return 0
         with self.runtime.session_factory.begin() as session:
-            rows: list[WaitingRow] = []
-            if live:
-                rows += self._waiting_rows(session, OutboxEntry.replay_id.is_(None))
-            if replays:
-                rows += self._waiting_rows(session, OutboxEntry.replay_id.is_not(None))
-            if not rows:
+            taken = [(self._waiting_rows(session, which), fetched) for which, fetched in lanes]
+            handed = [(rows, self._handoffs(rows, fetched=fetched)) for rows, fetched in taken]
+            handoffs = [handoff for _, made in handed for handoff in made]
+            if not handoffs:
                 return 0
-            handoffs = self._handoffs(rows)
             self.sink.push(handoffs)
-            self._mark(session, rows, handoffs)
+            for rows, made in handed:
+                self._mark(session, rows, made)
         self.sink.after_commit(handoffs)
-        return len(rows)
+        return sum(len(rows) for rows, _ in handed)
 
     def _waiting_rows(self, session: Session, which: ColumnElement[bool]) -> list[WaitingRow]:
-        """Rows not handed to a job yet, oldest first: the events' (through the index of
-        rows not handed out) or the replays' (through their own: the live backlog may be
-        long, the replays few)."""
+        """A lane's rows not handed to a job yet, oldest first, each lane through its own
+        index: a live backlog may be long and the replays few, and a reconcile's catch-up
+        leaves thousands of fetched rows waiting while live ones keep coming."""
         return list(
             session.execute(
                 select(
@@ -96,7 +110,7 @@ class Relay:
             ).all()
         )
 
-    def _handoffs(self, rows: Sequence[WaitingRow]) -> list[Handoff]:
+    def _handoffs(self, rows: Sequence[WaitingRow], *, fetched: bool) -> list[Handoff]:
         """Events in jobs of up to ``job_size``, replays in jobs of their own of up to as
         many. Work whose job was lost before goes out alone: if it is what kills the
         process, it no longer takes a whole job's work down with it."""
@@ -106,9 +120,10 @@ class Relay:
         alone = {r.event_id for r in rows if r.replay_id is None and r.lost_dispatches}
         alone_replays = {r.replay_id for r in rows if r.replay_id is not None and r.lost_dispatches}
         handoffs = [
-            Handoff(event_ids=ids) for ids in chunk([i for i in events if i not in alone], size)
+            Handoff(event_ids=ids, fetched=fetched)
+            for ids in chunk([i for i in events if i not in alone], size)
         ]
-        handoffs += [Handoff(event_ids=[i]) for i in events if i in alone]
+        handoffs += [Handoff(event_ids=[i], fetched=fetched) for i in events if i in alone]
         shared = [i for i in replays if i not in alone_replays]
         handoffs += [Handoff(replay_ids=ids) for ids in chunk(shared, size)]
         handoffs += [Handoff(replay_ids=[i]) for i in replays if i in alone_replays]

@@ -41,13 +41,15 @@ class Waiting:
     """Jobs handed over and not yet taken by a worker, on each queue."""
 
     live: int = 0
+    fetched: int = 0
     replays: int = 0
 
 
 class Sink(Protocol):
     def push(self, handoffs: list[Handoff]) -> None:
-        """Hand each one over and set its job_id; raise if that failed. Replays go to the
-        replay queue, events to the live queue."""
+        """Hand each one over and set its job_id; raise if that failed. Events go to the
+        live queue, those a reconcile fetched to the fetched queue, replays to the replay
+        queue (``hooklatch.jobs.queue_name``)."""
 
     def after_commit(self, handoffs: list[Handoff]) -> None: ...
 
@@ -67,12 +69,13 @@ class RQSink:
     def __init__(self, runtime: Runtime, redis: Redis) -> None:
         self.runtime = runtime
         self.redis = redis
-        # Workers read the replay queue after the live one: a replay never holds up a live
-        # event's job.
-        self.queue, self.replay_queue = (
+        # Workers read the fetched and replay queues after the live one: neither a
+        # reconcile's catch-up nor a replay holds up a live event's job.
+        self.queues = [
             Queue(name, connection=redis, serializer=SERIALIZER)
             for name in queue_names(runtime.settings)
-        )
+        ]
+        self.queue, self.fetched_queue, self.replay_queue = self.queues
         self._lpos: bool | None = None
 
     @classmethod
@@ -83,10 +86,10 @@ class RQSink:
         return cls(runtime, redis)
 
     def push(self, handoffs: list[Handoff]) -> None:
-        """Both queues' jobs in one pipeline (one round trip)."""
+        """Every queue's jobs in one pipeline (one round trip)."""
         settings = self.runtime.settings
         with self.redis.pipeline() as pipeline:
-            for queue in (self.queue, self.replay_queue):
+            for queue in self.queues:
                 mine = [h for h in handoffs if queue_name(settings, h) == queue.name]
                 if mine:
                     jobs = queue.enqueue_many([enqueue_data(h) for h in mine], pipeline=pipeline)
@@ -100,10 +103,10 @@ class RQSink:
     def waiting(self) -> Waiting:
         # LLEN of each: a worker takes a job off its list.
         with self.redis.pipeline(transaction=False) as pipeline:
-            pipeline.llen(self.queue.key)
-            pipeline.llen(self.replay_queue.key)
-            live, replays = pipeline.execute()
-        return Waiting(live=int(live), replays=int(replays))
+            for queue in self.queues:
+                pipeline.llen(queue.key)
+            live, fetched, replays = pipeline.execute()
+        return Waiting(live=int(live), fetched=int(fetched), replays=int(replays))
 
     def check(self, job_ids: list[str]) -> Verdicts:
         """Which of these jobs are still queued or running, and which may be.
@@ -122,7 +125,7 @@ class RQSink:
         job whose process died under it (started, or failed with RQ's words for a killed
         work horse or a timeout) counts against its rows.
         """
-        for queue in (self.queue, self.replay_queue):
+        for queue in self.queues:
             StartedJobRegistry(queue=queue).cleanup()
         fetched = Job.fetch_many(job_ids, connection=self.redis, serializer=SERIALIZER)
         jobs = dict(zip(job_ids, fetched, strict=True))
@@ -149,14 +152,11 @@ class RQSink:
         return leases_held(self.runtime.engine, job_ids)
 
     def _in_queue(self, jobs: dict[str, Job]) -> set[str]:
-        """Those still in the list of the queue they were pushed to (live or replays)."""
+        """Those still in the list of the queue they were pushed to."""
         if not jobs:
             return set()
-        replays = self.replay_queue
-        keys = {
-            j: replays.key if job.origin == replays.name else self.queue.key
-            for j, job in jobs.items()
-        }
+        by_name = {queue.name: queue.key for queue in self.queues}
+        keys = {j: by_name.get(job.origin, self.queue.key) for j, job in jobs.items()}
         if not self._has_lpos():
             lists = {
                 key: {as_text(j) for j in self.redis.lrange(key, 0, -1)}

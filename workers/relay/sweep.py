@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from hooklatch.db import UTCDateTime
 from hooklatch.endpoints.ordering import PARK
-from hooklatch.events.models import DEAD, PENDING, Attempt, Event, OutboxEntry, Replay
+from hooklatch.events.models import API, DEAD, PENDING, Attempt, Event, OutboxEntry, Replay
 from hooklatch.ordering import claims
 from hooklatch.ordering.claims import fifo_key, may_be_queued
 from hooklatch.runtime import Runtime
@@ -179,8 +179,9 @@ class Sweep:
         with self.runtime.session_factory.begin() as session:
             events = session.execute(
                 insert(OutboxEntry).from_select(
-                    ["event_id", "created_at"],
-                    select(Event.id, literal(now, UTCDateTime()))
+                    ["event_id", "created_at", "fetched"],
+                    # A reconcile's event keeps to the fetched lane (held, or retried).
+                    select(Event.id, literal(now, UTCDateTime()), Event.origin == API)
                     .where(
                         Event.status == PENDING,
                         Event.next_attempt_at <= now,

@@ -1,0 +1,174 @@
+"""Events a reconcile fetched travel in a lane of their own: their outbox rows are marked,
+the relay hands them to the fetched queue, which workers read after the live one, and a
+fetched job makes way for live work between two chunks. A catch-up of thousands never
+stands in front of a live delivery. Fetched from FakeStripe, delivered as Stripe does."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from redis import Redis
+from rq import Queue, SimpleWorker
+from sqlalchemy import text
+
+from hooklatch.jobs import SERIALIZER, queue_names
+from hooklatch.providers.remote import Place
+from hooklatch.reconcile.models import ProviderHook
+from hooklatch.reconcile.runs import RunRequest
+from hooklatch.runtime import reconciler
+from hooklatch.services.provider_side import NewRegistration, add_registered
+from hooklatch.workers.worker import jobs
+from tests.support.database import count
+from tests.support.pipeline import drain, runs_of
+from tests.support.reconcile import stripe_and_app
+from tests.support.relay import clocked, relay_for
+
+KEY = "rk_test_lanes_0123456789abcdef"
+WAITING_FETCHED = "SELECT count(*) FROM outbox WHERE fetched AND job_id IS NULL"
+
+
+def registered(runtime, fake) -> tuple[str, str]:
+    new = NewRegistration(
+        provider="stripe",
+        name="billing",
+        credential={"api_key": KEY},
+        event_types=["invoice.paid"],
+        place=Place(api_url=fake.url),
+    )
+    endpoint = str(add_registered(runtime, new, actor="test")["id"])
+    with runtime.session_factory() as session:
+        hook = session.get(ProviderHook, endpoint)
+        assert hook is not None and hook.hook_id is not None
+        return endpoint, hook.hook_id
+
+
+def fetched(runtime, fake, endpoint, n: int) -> list[int]:
+    """``n`` events Stripe never delivered, fetched by a reconcile: their ids here."""
+    stamp = fake.now() - 300
+    made = {
+        str(fake.create_event("invoice.paid", {"id": f"in_{n}_{i}"}, stamp + i)["id"])
+        for i in range(n)
+    }
+    run = reconciler(runtime).run(endpoint, RunRequest(trigger="cli", requested_by="test"))
+    assert (run["status"], run["fetched"]) == ("finished", n), run
+    with runtime.engine.connect() as connection:
+        rows = connection.execute(
+            text("SELECT id, external_id FROM events WHERE origin = 'api' ORDER BY id")
+        ).all()
+    return [row.id for row in rows if row.external_id in made]
+
+
+def delivered(runtime, fake, hook: str, name: str) -> int:
+    """A live event, delivered by Stripe as it happens: its id here."""
+    event = fake.create_event("invoice.paid", {"id": name})
+    assert fake.deliver(str(event["id"]), hook) == 200
+    with runtime.engine.connect() as connection:
+        return int(
+            connection.execute(
+                text("SELECT id FROM events WHERE external_id = :e"), {"e": event["id"]}
+            ).scalar_one()
+        )
+
+
+def queues(runtime) -> tuple[Queue, Queue, Queue]:
+    redis = Redis.from_url(runtime.settings.redis_url)
+    live, fetched_queue, replays = (
+        Queue(name, connection=redis, serializer=SERIALIZER)
+        for name in queue_names(runtime.settings)
+    )
+    return live, fetched_queue, replays
+
+
+def test_workers_read_the_fetched_queue_after_the_live_one_and_before_replays(runtime):
+    names = queue_names(runtime.settings)
+    queue = runtime.settings.queue_name
+    assert names == [queue, f"{queue}-fetched", f"{queue}-replays"]
+
+
+def test_fetched_events_go_to_a_queue_of_their_own_held_back_apart_from_the_live_one(app, runtime):
+    with stripe_and_app(app, runtime, KEY) as fake:
+        endpoint, hook = registered(runtime, fake)
+        caught_up = fetched(runtime, fake, endpoint, 5)
+        assert count(runtime, WAITING_FETCHED) == 5
+        live_id = delivered(runtime, fake, hook, "in_live_1")
+        relay, _ = relay_for(runtime)
+        live, fetched_queue, replays = queues(runtime)
+
+        assert relay.relay_once() == 6
+        assert [list(job.args) for job in live.jobs] == [[[live_id], []]]
+        assert [list(job.args) for job in fetched_queue.jobs] == [[caught_up, []]]
+        assert replays.count == 0
+
+        more = fetched(runtime, fake, endpoint, 3)
+        second = delivered(runtime, fake, hook, "in_live_2")
+        assert relay.relay_once() == 0  # a job waits in each lane: every row waits
+        live.connection.lpop(live.key)  # a worker takes the live job
+        assert relay.relay_once() == 1  # the live event goes out; the fetched ones wait
+        assert [list(job.args) for job in live.jobs] == [[[second], []]]
+        assert count(runtime, WAITING_FETCHED) == 3
+        fetched_queue.connection.lpop(fetched_queue.key)
+        assert relay.relay_once() == 3
+        assert [list(job.args) for job in fetched_queue.jobs] == [[more, []]]
+
+
+def test_a_fetched_job_makes_way_for_live_work_between_two_chunks(
+    app, runtime, router, monkeypatch
+):
+    """The job hands the rest of its events back once a live job waits, so its worker
+    takes the live job next: a live event waits for one chunk of the catch-up at most."""
+    monkeypatch.setattr(jobs, "EVENTS_PER_TRANSACTION", 10)
+    ran = runs_of(router)
+    with stripe_and_app(app, runtime, KEY) as fake:
+        endpoint, hook = registered(runtime, fake)
+        caught_up = fetched(runtime, fake, endpoint, 25)
+        relay, _ = relay_for(runtime)
+        assert relay.relay_once() == 25  # one fetched job
+        live_id = delivered(runtime, fake, hook, "in_live")
+        assert relay.relay_once() == 1  # a live job waits meanwhile
+        jobs.install(runtime)
+        live, fetched_queue, _ = queues(runtime)
+        # A worker that reads the fetched queue alone, so the live job stays where it is.
+        worker = SimpleWorker(
+            [fetched_queue.name], connection=fetched_queue.connection, serializer=SERIALIZER
+        )
+
+        worker.work(burst=True, logging_level="WARNING")
+
+        assert ran == caught_up[:10]  # one chunk, then the job made way
+        assert count(runtime, WAITING_FETCHED) == 15  # handed back, still in their lane
+        assert live.count == 1
+        drain(runtime)
+
+    assert sorted(ran) == sorted([*caught_up, live_id])
+    assert set(Counter(ran).values()) == {1}
+
+
+def test_a_fetched_event_due_again_keeps_to_its_lane(app, runtime, router):
+    """A fetched event whose handler failed gets its row back from the sweep when its
+    retry is due: in the fetched lane still."""
+    failures: list[int] = []
+
+    def flaky(event, ctx):
+        if not failures:
+            failures.append(event.id)
+            raise RuntimeError("downstream away")
+
+    router.on("stripe", "*")(flaky)
+    clock = clocked(runtime)
+    with stripe_and_app(app, runtime, KEY) as fake:
+        endpoint, _ = registered(runtime, fake)
+        [event_id] = fetched(runtime, fake, endpoint, 1)
+        relay, _ = relay_for(runtime)
+        assert relay.relay_once() == 1
+        jobs.install(runtime)
+        _, fetched_queue, _ = queues(runtime)
+        SimpleWorker(
+            [fetched_queue.name], connection=fetched_queue.connection, serializer=SERIALIZER
+        ).work(burst=True, logging_level="WARNING")
+        assert failures == [event_id]
+        assert count(runtime, "SELECT count(*) FROM outbox") == 0
+
+        clock.advance(3600)
+        assert relay.sweep_once() == 1
+
+        assert count(runtime, WAITING_FETCHED) == 1
