@@ -390,7 +390,8 @@ SECTIONS = (
                 "HOOKLATCH_RECONCILE_INTERVAL_SECONDS",
                 "`3600`",
                 "How often a relay reconciles each endpoint that has a credential for its "
-                "provider's API, and reads back its webhook at the provider; `0`: only by hand.",
+                "provider's API, and reads back its webhook at the provider; `0`: only by "
+                "hand, and no webhook is read back by itself.",
             ),
             Setting(
                 "HOOKLATCH_RECONCILE_OVERLAP_SECONDS",

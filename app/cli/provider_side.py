@@ -19,6 +19,7 @@ from hooklatch.errors import HooklatchError, NotFound
 from hooklatch.operations.provider_status import drift_texts
 from hooklatch.providers.base import Provider
 from hooklatch.providers.remote import Place
+from hooklatch.reconcile import hooks
 
 if TYPE_CHECKING:
     from hooklatch.runtime import Runtime
@@ -48,19 +49,26 @@ def drift_lines(webhook: Mapping[str, Any] | None) -> list[str]:
 
 
 def webhook_line(provider: str, webhook: Mapping[str, Any] | None) -> str:
-    """What the provider holds for the endpoint, as last seen."""
+    """What the provider held for the endpoint's webhook when it was last read: its URL,
+    event types and whether it delivers, and when; or that it was gone. What the provider
+    holds is shown escaped (``printable``)."""
     if webhook is None or webhook["hook_id"] is None:
         return f"webhook at {provider}: none registered or linked"
     seen = webhook["seen"]
-    where = f" in {webhook['scope']}" if webhook["scope"] else ""
+    where = f" in {printable(webhook['scope'])}" if webhook["scope"] else ""
     line = f"webhook at {provider}: {printable(webhook['hook_id'])}{where}"
-    if seen["checked_at"] is None or seen["url"] is None:
+    if seen["checked_at"] is None:
+        return line + f", event types {_types(webhook['event_types'])} (as asked; not read back)"
+    when = shown_time(seen["checked_at"])
+    # A look that failed changes nothing it read: what is shown is an earlier look's.
+    read = f"(read earlier: the look at {when} failed)" if seen["error"] else f"(read {when})"
+    if hooks.DELETED in (webhook["drift"] or []):
+        return f"{line} -> gone at {provider} {read}"
+    if seen["url"] is None:
         return line + f", event types {_types(webhook['event_types'])} (as asked; not read back)"
     state = "enabled" if seen["enabled"] else "DISABLED"
-    return (
-        f"{line} -> {printable(seen['url'])}, event types {_types(seen['event_types'])}, "
-        f"{state} (read {shown_time(seen['checked_at'])})"
-    )
+    types = _types(seen["event_types"])
+    return f"{line} -> {printable(seen['url'])}, event types {types}, {state} {read}"
 
 
 def credential_line(credential: Mapping[str, Any] | None) -> str:

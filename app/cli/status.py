@@ -10,6 +10,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from hooklatch.cli.context import friendly, runtime_of
 from hooklatch.cli.ordering import blocked_line
 from hooklatch.cli.output import echo_json, printable
+from hooklatch.cli.provider_side import webhook_line
 from hooklatch.display import counted, shown_time
 from hooklatch.logs import one_line
 from hooklatch.operations.provider_status import drift_texts
@@ -103,7 +104,8 @@ def _blocked(total: int, shown: list[dict[str, Any]]) -> list[str]:
 
 def _reconcile(sides: list[dict[str, Any]]) -> list[str]:
     """Each endpoint with a credential for its provider's API: its last reconcile run,
-    cursor, API errors, and its webhook at the provider with any drift."""
+    cursor, API errors, and what the provider held for its webhook when last read, with
+    any drift."""
     if not sides:
         return ["reconcile: no endpoint has a credential for its provider's API"]
     out = ["reconcile:"]
@@ -123,12 +125,20 @@ def _reconcile(sides: list[dict[str, Any]]) -> list[str]:
             f"  {side['endpoint_id']} {printable(side['name'])} ({side['provider']}): {last}; "
             f"{ages}; API errors: {failures}"
         )
-        webhook = side["webhook"]
-        drift = drift_texts(webhook)
-        if drift:
-            out.append(f"    DRIFT: {'; '.join(drift)}")
-        elif webhook is not None and webhook["hook_id"] is not None:
-            out.append(f"    webhook {printable(webhook['hook_id'])}: no drift seen")
+        out += _webhook(side["provider"], side["webhook"])
+    return out
+
+
+def _webhook(provider: str, webhook: dict[str, Any] | None) -> list[str]:
+    """A registered or linked webhook: what the provider held for it when last read, then
+    how it drifted, or that no drift was seen, and a look at it that failed."""
+    if webhook is None or webhook["hook_id"] is None:
+        return []
+    drift = drift_texts(webhook)
+    held = f"    {webhook_line(provider, webhook)}"
+    out = [held, f"    DRIFT: {'; '.join(drift)}"] if drift else [f"{held}; no drift seen"]
+    if webhook["seen"]["error"]:
+        out.append(f"    it could not be read: {printable(webhook['seen']['error'])}")
     return out
 
 

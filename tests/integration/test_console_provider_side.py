@@ -13,7 +13,7 @@ from html import unescape
 
 from hooklatch.reconcile.models import ProviderHook, ReconcileRun, ReconcileState
 from hooklatch.workers.relay.reconcile import ReconcileRunner
-from tests.support.console import csrf_of, signed_in
+from tests.support.console import csrf_of, page_of, section, signed_in
 from tests.support.database import count
 from tests.support.pipeline import drain, make_endpoint, runs_of
 from tests.support.tokens import GITHUB_TOKEN as TOKEN
@@ -21,18 +21,6 @@ from tests.support.tokens import GITHUB_TOKEN as TOKEN
 NO_API = "linear"
 PLANTED = '<script>alert("x")</script>'
 SCOPE = "repos/acme/shop"
-
-
-def page_of(client, endpoint: str) -> str:
-    answer = client.get(f"/admin/console/endpoints/{endpoint}")
-    assert answer.status_code == 200
-    return answer.get_data(as_text=True)
-
-
-def section(page: str) -> str:
-    """The page's "At the provider" section."""
-    start = page.index('id="provider-side"')
-    return page[start : page.index("</section>", start)]
 
 
 class Console:

@@ -1,5 +1,5 @@
-"""Using the console through Flask's test client: signing in, and the CSRF token of a
-page's forms."""
+"""Using the console through Flask's test client: signing in, the CSRF token of a page's
+forms, and an endpoint's page with its "At the provider" section."""
 
 from __future__ import annotations
 
@@ -25,3 +25,16 @@ def signed_in(app: Any) -> tuple[Any, Any]:
     )
     assert answer.status_code == 302, answer.get_data(as_text=True)
     return client, answer
+
+
+def page_of(client: Any, endpoint: str) -> str:
+    """The endpoint's page in the console, as a signed-in client gets it."""
+    answer = client.get(f"/admin/console/endpoints/{endpoint}")
+    assert answer.status_code == 200
+    return str(answer.get_data(as_text=True))
+
+
+def section(page: str) -> str:
+    """An endpoint page's "At the provider" section."""
+    start = page.index('id="provider-side"')
+    return page[start : page.index("</section>", start)]

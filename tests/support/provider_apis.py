@@ -12,6 +12,7 @@ from click.testing import Result
 from sqlalchemy import select
 
 from hooklatch.audit import AuditEntry
+from hooklatch.display import shown_time
 from hooklatch.runtime import Runtime
 from hooklatch.settings import Settings
 from tests.support.cli import run_cli
@@ -88,3 +89,9 @@ def endpoint_of(cli: Cli, name: str) -> dict:
 
 def hook_id_of(cli: Cli, name: str) -> str:
     return endpoint_of(cli, name)["provider_side"]["webhook"]["hook_id"]
+
+
+def read_at(shown: dict) -> str:
+    """When an endpoint's webhook (``endpoint_of``) was last read at its provider, as the
+    CLI prints a time."""
+    return shown_time(shown["provider_side"]["webhook"]["seen"]["checked_at"])

@@ -20,6 +20,7 @@ from tests.support.provider_apis import (
     credential_file,
     endpoint_of,
     hook_id_of,
+    read_at,
     stored_nowhere,
 )
 from tests.support.rsa_keys import rsa_key_pair
@@ -314,6 +315,14 @@ def test_status_shows_drift_and_counts_it_as_a_problem(cli, github_api, stripe_a
     assert screen.exit_code == 2
     assert "    DRIFT: disabled by the provider" in screen.stdout
     assert "no drift seen" in screen.stdout  # billing's webhook at Stripe
+    repo, billing = endpoint_of(cli, "repo"), endpoint_of(cli, "billing")
+    held = [line for line in screen.stdout.splitlines() if line.startswith("    webhook at ")]
+    assert sorted(held) == [
+        f"    webhook at github: {hook_id_of(cli, 'repo')} in {SCOPE} -> {repo['url']}, event "
+        f"types push, issues, DISABLED (read {read_at(repo)})",
+        f"    webhook at stripe: {hook_id_of(cli, 'billing')} -> {billing['url']}, event types "
+        f"invoice.paid, customer.created, enabled (read {read_at(billing)}); no drift seen",
+    ]
     figures = json.loads(cli("status", "--json", ok=False).stdout)
     sides = {side["name"]: side for side in figures["provider_sides"]}
     assert sides["repo"]["webhook"]["drift"] == ["disabled"]
@@ -323,3 +332,27 @@ def test_status_shows_drift_and_counts_it_as_a_problem(cli, github_api, stripe_a
     assert any(
         "repo): its webhook at github: disabled by the provider" in p for p in figures["problems"]
     )
+
+
+def test_status_shows_what_the_provider_holds_escaped_and_a_look_that_failed(cli, github_api):
+    """A URL and an event type read back from GitHub with an escape sequence and a
+    right-to-left override in them are printed escaped; after a look that failed, what is
+    shown is said to be an earlier look's, and why it failed."""
+    add_github(cli, github_api)
+    github_api.change_hook(
+        hook_id_of(cli, "repo"),
+        url="https://elsewhere.example.com/\x1b[2Jhook",
+        events=["push", "issues\u202e"],
+    )
+    cli("endpoints", "show", "repo")  # reads it back
+
+    screen = cli("status", ok=False).stdout
+    github_api.revoke(GITHUB_TOKEN)
+    cli("endpoints", "show", "repo")  # cannot read it
+    failed = cli("status", ok=False).stdout
+
+    assert "\x1b" not in screen + failed and "\u202e" not in screen + failed
+    held = "-> https://elsewhere.example.com/\\x1b[2Jhook, event types push, issues\\u202e, enabled"
+    assert f"{held} (read " in screen and f"{held} (read earlier: the look at " in failed
+    assert "DRIFT: url changed to https://elsewhere.example.com/\\x1b[2Jhook; event types" in screen
+    assert "    it could not be read: unauthorized: " in failed
