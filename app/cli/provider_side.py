@@ -52,7 +52,7 @@ def webhook_line(provider: str, webhook: Mapping[str, Any] | None) -> str:
     if webhook is None or webhook["hook_id"] is None:
         return f"webhook at {provider}: none registered or linked"
     seen = webhook["seen"]
-    where = f" in {webhook['scope']}" if webhook["scope"] else ""
+    where = f" in {printable(webhook['scope'])}" if webhook["scope"] else ""
     line = f"webhook at {provider}: {printable(webhook['hook_id'])}{where}"
     if seen["checked_at"] is None or seen["url"] is None:
         return line + f", event types {_types(webhook['event_types'])} (as asked; not read back)"
