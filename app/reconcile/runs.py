@@ -223,10 +223,10 @@ class Tally:
         count = len(self.refused)
         named = "; ".join(self.refused[:REFUSED_SHOWN])
         more = f"; and {count - REFUSED_SHOWN} more" if count > REFUSED_SHOWN else ""
+        noun, verb = ("delivery", "was") if count == 1 else ("deliveries", "were")
         refused = (
-            f"the provider refused to redeliver {count} "
-            f"{'delivery' if count == 1 else 'deliveries'}, which cannot be recovered by "
-            f"redelivery and were passed over: {named}{more}"
+            f"the provider refused to redeliver {count} {noun}, which cannot be recovered "
+            f"by redelivery and {verb} passed over: {named}{more}"
         )
         return f"{self.error}; {refused}" if self.error else refused
 
