@@ -278,8 +278,10 @@ def test_a_delivery_github_keeps_refusing_holds_back_no_later_run(runtime, route
         # The token may read the hook's deliveries but not redeliver them.
         ({"status": 403}, {}, "forbidden"),
         ({"status": 502, "times": 3}, {}, "server_error"),
+        # The repository renamed: a 301 concerns every call, not that one delivery.
+        ({"status": 301}, {}, "not_found"),
     ],
-    ids=["budget", "rate-limit", "forbidden", "502"],
+    ids=["budget", "rate-limit", "forbidden", "502", "301"],
 )
 def test_a_run_stopped_among_its_redeliveries_leaves_the_rest_to_the_next_once_each(
     runtime, router, github, fault, budget, reason
