@@ -10,11 +10,15 @@ waiting out rate limits within a bound. Then:
   provider's creation time, in the events table under the same unique key as a delivery
   (an event that arrives by webhook meanwhile is simply present);
 - *push*: the provider's attempts are grouped by delivery id, and each delivery with no
-  successful attempt and not stored here is redelivered once.
+  successful attempt and not stored here is redelivered once. A redelivery the provider
+  refuses for that one delivery (GitHub's 404 once it is past the 3 days it keeps, 422) is
+  counted, named in the run's error, and passed over: it cannot be recovered by
+  redelivery, and the run goes on with the next.
 
-The cursor moves only past what is stored (pull) or was asked for again (push), in the
-transaction that stores it, and only when the listing reached the cursor: a run cut short
-by an error, a budget, a rate limit or a kill leaves it where the next run resumes.
+The cursor moves only past what is stored (pull) or was asked for again, or refused for
+good (push), in the transaction that stores it, and only when the listing reached the
+cursor: a run cut short by an error, a budget, a rate limit or a kill leaves it where the
+next run resumes.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ from hooklatch.ordering.placement import place_event, utc
 from hooklatch.providers.base import Delivery, IncomingEvent, Provider
 from hooklatch.providers.remote import (
     BAD_ANSWER,
+    INVALID,
+    NOT_FOUND,
     PULL,
     RATE_LIMITED,
     SERVER_ERROR,
@@ -92,6 +98,13 @@ LEASE_LOST = "lease_lost"
 # A listing cut short for these asks for nothing more: the quota left is another's, and
 # so is the endpoint.
 ASK_NO_MORE = (QUOTA, LEASE_LOST)
+# RemoteError.reason of a redelivery refused for that one delivery (GitHub's 404: past
+# its window; 422): it cannot be recovered by redelivery, and the run goes on. Every
+# other error concerns the whole API (the credential, the quota, the provider down) and
+# stops the run.
+REFUSED = (NOT_FOUND, INVALID)
+# Refused deliveries named in a run's error; the rest are counted.
+REFUSED_SHOWN = 5
 
 T = TypeVar("T")
 
@@ -165,6 +178,15 @@ class Stop(Exception):
         self.reason = reason
 
 
+class Refused(Exception):
+    """The provider refused a call for the one thing it asked about (a redelivery of one
+    delivery), in ``reason`` and its own words: the run goes on without it."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 @dataclass
 class Tally:
     """What a run did so far; written to its row as it goes."""
@@ -180,6 +202,8 @@ class Tally:
     errors: Counter[str] = field(default_factory=Counter)
     sample: list[str] = field(default_factory=list)
     error: str | None = None
+    # The deliveries the provider refused to send again, each with its words.
+    refused: list[str] = field(default_factory=list)
     waited: float = 0.0
 
     def columns(self) -> dict[str, object]:
@@ -193,8 +217,23 @@ class Tally:
             "redeliveries": self.redeliveries,
             "api_errors": self.api_errors,
             "sample": self.sample or None,
-            "error": self.error,
+            "error": self.said(),
         }
+
+    def said(self) -> str | None:
+        """The run's error: what stopped it (or a note from its start), then the
+        deliveries passed over because the provider refused to send them again."""
+        if not self.refused:
+            return self.error
+        count = len(self.refused)
+        named = "; ".join(self.refused[:REFUSED_SHOWN])
+        more = f"; and {count - REFUSED_SHOWN} more" if count > REFUSED_SHOWN else ""
+        noun, verb = ("delivery", "was") if count == 1 else ("deliveries", "were")
+        refused = (
+            f"the provider refused to redeliver {count} {noun}, which cannot be recovered "
+            f"by redelivery and {verb} passed over: {named}{more}"
+        )
+        return f"{self.error}; {refused}" if self.error else refused
 
 
 @dataclass
@@ -437,9 +476,10 @@ class Reconciler:
 
     # Calls to the provider, within the budget.
 
-    def _call(self, run: Run, call: Callable[[], T], *, page: bool) -> T:
+    def _call(self, run: Run, call: Callable[[], T], *, page: bool, one: bool = False) -> T:
         """One API call within the run's budget: rate limits waited out within
-        ``max_wait``, a failing provider tried again a few times, then Stop."""
+        ``max_wait``, a failing provider tried again a few times, then Stop. With ``one``
+        (a call about one delivery), a refusal of that one alone is Refused."""
         tally, settings = run.tally, self.settings
         failures = 0
         while True:
@@ -460,6 +500,8 @@ class Reconciler:
                 tally.errors[exc.reason] += 1
                 status = f"HTTP {exc.status}, " if exc.status else ""
                 said = f"{exc.reason} ({status}{exc})"
+                if one and refused_alone(exc):
+                    raise Refused(exc.reason, said) from None
                 log.warning(
                     "reconcile of %s: the provider's API answered %s",
                     run.endpoint.id,
@@ -760,15 +802,46 @@ class Reconciler:
             if cut is not None:
                 raise cut
             return
+        # A Stop here (the credential refused, the budget spent, a rate limit longer than
+        # the run may wait, the lease lost) leaves the cursor, and any listing an earlier
+        # run left to go on with, as they were: the next run lists the same attempts again
+        # and finds those asked for redelivered (an attempt that succeeded, or the event
+        # stored), so it asks for the rest only.
         for tried in missing:
             latest = max(tried, key=lambda a: a.at)
-            self._call(run, partial(api.redeliver, latest.attempt_id), page=False)
-            run.tally.redeliveries += 1
+            redeliver = partial(api.redeliver, latest.attempt_id)
+            try:
+                self._call(run, redeliver, page=False, one=True)
+            except Refused as refused:
+                self._passed_over(run, latest, refused)
+            else:
+                run.tally.redeliveries += 1
             # A run may ask for as many redeliveries as its budget allows, slower in all
             # than its lease.
             self._renew(run)
         self._go_on_later(run, cut, next_token, started)
         self._advance(run, started)
+
+    def _passed_over(self, run: Run, attempt: Attempt, refused: Refused) -> None:
+        """A delivery the provider will not send again: asking again would meet the same
+        answer, and would keep the cursor, and every newer delivery, behind it. It is
+        named in the run's error and the log, counted by reason, and passed over."""
+        run.tally.refused.append(f"{attempt.delivery_id}: {refused}")
+        log.warning(
+            "reconcile of %s: the provider refused to redeliver %s (attempt %s): %s; it "
+            "cannot be recovered by redelivery, and the run goes on",
+            run.endpoint.id,
+            attempt.delivery_id,
+            attempt.attempt_id,
+            refused,
+            extra={"endpoint_id": run.endpoint.id},
+        )
+
+
+def refused_alone(error: RemoteError) -> bool:
+    """Whether the provider refused what a call asked about alone (REFUSED), not the
+    whole API: a redirect (GitHub's 301, the repository renamed) concerns every call."""
+    return error.reason in REFUSED and not (error.status is not None and error.status < 400)
 
 
 def owed_types(hook: ProviderHook | None) -> frozenset[str] | None:

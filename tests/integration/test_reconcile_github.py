@@ -26,12 +26,12 @@ from tests.support.tokens import GITHUB_TOKEN as TOKEN
 SCOPE = "repos/acme/shop"
 
 
-def registered(runtime, github):
+def registered(runtime, github, *, token=TOKEN):
     """A GitHub endpoint registered with FakeGitHub through the service every face uses."""
     new = NewRegistration(
         provider="github",
         name="shop",
-        credential={"token": TOKEN},
+        credential={"token": token},
         event_types=["push", "issues"],
         place=Place(api_url=github.url, scope=SCOPE),
     )

@@ -23,8 +23,9 @@ What it does as GitHub does:
   ``background_redelivery=True`` it answers first and sends from a thread, as GitHub does
   (``settle`` waits for those sends).
 
-Faults: ``script`` (the next matching requests get a status: 500, 401, 429, a 403 rate
-limit), and the quota itself (``rate_limit`` requests an hour a credential, then 403 "API
+Faults: ``script`` (the next matching requests, or those after the first few, get a
+status: 500, 401, 404, 422, 429, a 403 rate limit with its x-ratelimit-reset), and the
+quota itself (``rate_limit`` requests an hour a credential, then 403 "API
 rate limit exceeded" with x-ratelimit-remaining: 0). Each request is logged in
 ``requests``.
 
@@ -338,18 +339,33 @@ class FakeGitHub(LocalServer):
         times: int = 1,
         retry_after: int | None = None,
         remaining: int | None = None,
+        reset: int | None = None,
         path_contains: str | None = None,
         method: str | None = None,
         message: str | None = None,
         body: bytes | None = None,
+        after: int = 0,
     ) -> None:
         """The next ``times`` requests (whose path contains ``path_contains``, of
         ``method``) are answered ``status`` with GitHub's message for it (or ``message``,
-        or exactly ``body``); a Retry-After header when ``retry_after`` is given, and
-        x-ratelimit-remaining ``remaining``. Normal answers resume after."""
+        or exactly ``body``); a Retry-After header when ``retry_after`` is given,
+        x-ratelimit-remaining ``remaining`` and x-ratelimit-reset ``reset`` (a unix
+        time). ``after`` lets that many matching requests be answered first (a fault in
+        the middle of a run). Normal answers resume after."""
         with self.lock:
             self._scripts.append(
-                Script(status, times, retry_after, remaining, path_contains, method, message, body)
+                Script(
+                    status,
+                    times,
+                    retry_after,
+                    remaining,
+                    path_contains,
+                    method,
+                    message,
+                    body,
+                    reset=reset,
+                    after=after,
+                )
             )
 
     def _answer(self, incoming: Incoming) -> Answer:
@@ -365,6 +381,9 @@ class FakeGitHub(LocalServer):
         with self.lock:
             for script in self._scripts:
                 if (script.method in (None, method)) and (script.path_contains or "") in path:
+                    if script.after > 0:
+                        script.after -= 1
+                        return None
                     script.times -= 1
                     if script.times <= 0:
                         self._scripts.remove(script)

@@ -78,6 +78,8 @@ class Script:
     method: str | None
     message: str | None
     body: bytes | None
+    reset: int | None = None
+    after: int = 0
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,8 @@ def scripted(script: Script, quota: dict[str, str]) -> Answer:
     headers = dict(quota)
     if script.remaining is not None:
         headers["x-ratelimit-remaining"] = str(script.remaining)
+    if script.reset is not None:
+        headers["x-ratelimit-reset"] = str(script.reset)
     if script.retry_after is not None:
         headers["retry-after"] = str(script.retry_after)
     if script.body is not None:
@@ -164,7 +168,11 @@ def message_for(script: Script) -> str:
         return SECONDARY_LIMIT
     if script.status == 429 or (script.status == 403 and script.remaining == 0):
         return PRIMARY_LIMIT
-    known = {401: "Bad credentials", 403: "Resource not accessible by personal access token"}
+    known = {
+        401: "Bad credentials",
+        403: "Resource not accessible by personal access token",
+        422: "Validation Failed",
+    }
     return known.get(script.status) or HTTPStatus(script.status).phrase
 
 

@@ -204,6 +204,18 @@ def test_a_webhook_made_by_hand_is_linked_and_read_back(cli, stripe_api, stripe_
 # Removing.
 
 
+def test_a_scope_with_a_terminal_escape_is_printed_escaped(cli, stripe_api, stripe_key):
+    """The scope is the user's own text, kept as given where the provider's API takes none
+    (Stripe): a terminal escape in it is shown, never sent to the terminal."""
+    cli("endpoints", "add", "stripe", "--name", "billing")
+    linked = cli(
+        "endpoints", "credential", "set", "billing", "--credential-file", stripe_key,
+        "--api-url", stripe_api.url, "--hook-id", "we_hand", "--scope", "acct\x1b[2J\u202e",
+    )  # fmt: skip
+    assert "webhook at stripe: we_hand in acct\\x1b[2J\\u202e" in linked.stdout
+    assert "\x1b" not in linked.output and "\u202e" not in linked.output
+
+
 def test_remove_of_a_registered_endpoint_without_a_terminal_names_both_flags(
     cli, stripe_api, stripe_key
 ):
