@@ -93,8 +93,9 @@ SECTIONS = (
             Setting(
                 "HOOKLATCH_QUEUE",
                 "`hooklatch`",
-                "RQ queue name. Replays go to a queue of their own, this name followed by "
-                "`-replays`, which workers read after it.",
+                "RQ queue name. Events a reconcile fetched go to a queue of their own, this "
+                "name followed by `-fetched`, and replays to another, followed by `-replays`: "
+                "workers read them after it, in that order.",
             ),
         ),
     ),
@@ -160,7 +161,7 @@ SECTIONS = (
                 "HOOKLATCH_QUEUED_JOBS",
                 "`1`",
                 "The relay hands out new work to a queue only while fewer jobs than this wait "
-                "in it (the live queue and the replay queue each on its own); meanwhile events "
+                "in it (the live, fetched and replay queues each on its own); meanwhile events "
                 "wait in the outbox and go out together, so jobs grow with the workers' lag "
                 "instead of one per 50 ms poll.",
             ),
