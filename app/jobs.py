@@ -29,6 +29,12 @@ SERIALIZER = JSONSerializer
 # How long RQ keeps a job's result, and a failed job, in Redis.
 RESULT_TTL_SECONDS = 3600
 FAILURE_TTL_SECONDS = 7 * 24 * 3600
+# Events a reconcile fetched, per job at most. A worker takes the next live job before
+# the next fetched one, so a live event stored during a catch-up waits for one such job
+# at most: a job's worth of handlers. (Handing a fetched job's rest back between chunks
+# whenever live work waited, as replays do, cut a catch-up with 30 ms handlers from 23.7
+# to 8.6 fetched events a second while live ones came at 10 a second: docs/benchmarks.md.)
+FETCHED_JOB_SIZE = 200
 
 
 @dataclass
@@ -62,11 +68,6 @@ def queue_name(settings: Settings, handoff: Handoff) -> str:
     if handoff.replay_ids:
         return settings.replay_queue_name
     return settings.fetched_queue_name if handoff.fetched else settings.queue_name
-
-
-def makes_way(settings: Settings, queue: str) -> bool:
-    """Whether a job from this queue hands its remaining work back when live jobs wait."""
-    return queue in (settings.fetched_queue_name, settings.replay_queue_name)
 
 
 def enqueue_data(handoff: Handoff) -> EnqueueData:

@@ -1,7 +1,7 @@
 """Events a reconcile fetched travel in a lane of their own: their outbox rows are marked,
-the relay hands them to the fetched queue, which workers read after the live one, and a
-fetched job makes way for live work between two chunks. A catch-up of thousands never
-stands in front of a live delivery. Fetched from FakeStripe, delivered as Stripe does."""
+the relay hands them to the fetched queue in jobs of FETCHED_JOB_SIZE, and workers read
+it after the live queue. A catch-up of thousands never stands in front of a live
+delivery: one fetched job at most. Fetched from FakeStripe, delivered as Stripe does."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from redis import Redis
 from rq import Queue, SimpleWorker
 from sqlalchemy import text
 
-from hooklatch.jobs import SERIALIZER, queue_names
+from hooklatch.jobs import FETCHED_JOB_SIZE, SERIALIZER, queue_names
 from hooklatch.providers.remote import Place
 from hooklatch.reconcile.models import ProviderHook
 from hooklatch.reconcile.runs import RunRequest
@@ -19,7 +19,7 @@ from hooklatch.runtime import reconciler
 from hooklatch.services.provider_side import NewRegistration, add_registered
 from hooklatch.workers.worker import jobs
 from tests.support.database import count
-from tests.support.pipeline import drain, runs_of
+from tests.support.pipeline import runs_of
 from tests.support.reconcile import stripe_and_app
 from tests.support.relay import clocked, relay_for
 
@@ -111,35 +111,26 @@ def test_fetched_events_go_to_a_queue_of_their_own_held_back_apart_from_the_live
         assert [list(job.args) for job in fetched_queue.jobs] == [[more, []]]
 
 
-def test_a_fetched_job_makes_way_for_live_work_between_two_chunks(
-    app, runtime, router, monkeypatch
-):
-    """The job hands the rest of its events back once a live job waits, so its worker
-    takes the live job next: a live event waits for one chunk of the catch-up at most."""
-    monkeypatch.setattr(jobs, "EVENTS_PER_TRANSACTION", 10)
+def test_a_worker_takes_a_live_job_before_the_next_fetched_one(app, runtime, router):
+    """A live event stored during a catch-up waits for the fetched job under way, at most,
+    never for the catch-up's other jobs."""
     ran = runs_of(router)
     with stripe_and_app(app, runtime, KEY) as fake:
         endpoint, hook = registered(runtime, fake)
-        caught_up = fetched(runtime, fake, endpoint, 25)
+        caught_up = fetched(runtime, fake, endpoint, FETCHED_JOB_SIZE + 5)
         relay, _ = relay_for(runtime)
-        assert relay.relay_once() == 25  # one fetched job
+        assert relay.relay_once() == FETCHED_JOB_SIZE + 5  # two fetched jobs
         live_id = delivered(runtime, fake, hook, "in_live")
-        assert relay.relay_once() == 1  # a live job waits meanwhile
+        assert relay.relay_once() == 1  # the live job, queued after them
         jobs.install(runtime)
-        live, fetched_queue, _ = queues(runtime)
-        # A worker that reads the fetched queue alone, so the live job stays where it is.
+        live, _, _ = queues(runtime)
         worker = SimpleWorker(
-            [fetched_queue.name], connection=fetched_queue.connection, serializer=SERIALIZER
+            queue_names(runtime.settings), connection=live.connection, serializer=SERIALIZER
         )
 
         worker.work(burst=True, logging_level="WARNING")
 
-        assert ran == caught_up[:10]  # one chunk, then the job made way
-        assert count(runtime, WAITING_FETCHED) == 15  # handed back, still in their lane
-        assert live.count == 1
-        drain(runtime)
-
-    assert sorted(ran) == sorted([*caught_up, live_id])
+    assert ran == [live_id, *caught_up]
     assert set(Counter(ran).values()) == {1}
 
 
@@ -172,3 +163,20 @@ def test_a_fetched_event_due_again_keeps_to_its_lane(app, runtime, router):
         assert relay.sweep_once() == 1
 
         assert count(runtime, WAITING_FETCHED) == 1
+
+
+def test_fetched_events_go_out_in_jobs_of_about_one_chunk(app, runtime):
+    """A fetched job makes way for live work after a chunk and hands the rest back: jobs
+    of at most FETCHED_JOB_SIZE leave little to hand back and out again."""
+    with stripe_and_app(app, runtime, KEY) as fake:
+        endpoint, _ = registered(runtime, fake)
+        caught_up = fetched(runtime, fake, endpoint, FETCHED_JOB_SIZE + 5)
+        relay, _ = relay_for(runtime)
+
+        assert relay.relay_once() == FETCHED_JOB_SIZE + 5
+
+    _, fetched_queue, _ = queues(runtime)
+    assert [next(iter(job.args)) for job in fetched_queue.jobs] == [
+        caught_up[:FETCHED_JOB_SIZE],
+        caught_up[FETCHED_JOB_SIZE:],
+    ]

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from hooklatch.db import reconnect_delay
 from hooklatch.events.models import OutboxEntry
-from hooklatch.jobs import Handoff
+from hooklatch.jobs import FETCHED_JOB_SIZE, Handoff
 from hooklatch.logs import one_line
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.sinks import Sink
@@ -113,8 +113,9 @@ class Relay:
     def _handoffs(self, rows: Sequence[WaitingRow], *, fetched: bool) -> list[Handoff]:
         """Events in jobs of up to ``job_size``, replays in jobs of their own of up to as
         many. Work whose job was lost before goes out alone: if it is what kills the
-        process, it no longer takes a whole job's work down with it."""
-        size = self.settings.job_size
+        process, it no longer takes a whole job's work down with it. Fetched events go in
+        jobs of up to ``FETCHED_JOB_SIZE``."""
+        size = min(self.settings.job_size, FETCHED_JOB_SIZE) if fetched else self.settings.job_size
         events = list(dict.fromkeys(r.event_id for r in rows if r.replay_id is None))
         replays = list(dict.fromkeys(r.replay_id for r in rows if r.replay_id is not None))
         alone = {r.event_id for r in rows if r.replay_id is None and r.lost_dispatches}

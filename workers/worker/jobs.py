@@ -23,7 +23,6 @@ from sqlalchemy.orm import configure_mappers
 
 from hooklatch.events.activity import count_attempts
 from hooklatch.events.models import OutboxEntry
-from hooklatch.jobs import makes_way
 from hooklatch.logs import bind
 from hooklatch.metrics import REPLAYS, best_effort
 from hooklatch.runtime import Runtime
@@ -86,20 +85,19 @@ def process_batch(event_ids: list[int], replay_ids: list[int] | None = None) -> 
     runtime = _runtime()
     job = get_current_job()
     job_id = job.id if job else None
-    live_waiting = _live_waiting(runtime, job)
     with bind(job_id=job_id), job_lease(runtime.engine, job_id):
-        counts = process_events(runtime, event_ids, job_id=job_id, live_waiting=live_waiting)
+        counts = process_events(runtime, event_ids, job_id=job_id)
         counts += process_replays(
-            runtime, replay_ids or (), job_id=job_id, live_waiting=live_waiting
+            runtime, replay_ids or (), job_id=job_id, live_waiting=_live_waiting(runtime, job)
         )
     log.info("batch done: %s", dict(counts))
     return dict(counts)
 
 
 def _live_waiting(runtime: Runtime, job: Job | None) -> Callable[[], bool] | None:
-    """For a job taken from the fetched or the replay queue: whether jobs wait on the live
-    queue, which its worker takes next once this job ends. (Redis away: the job goes on.)"""
-    if job is None or not makes_way(runtime.settings, job.origin):
+    """For a job taken from the replay queue: whether jobs wait on the live queue, which
+    its worker takes next once this job ends. (Redis away: the replays go on.)"""
+    if job is None or job.origin != runtime.settings.replay_queue_name:
         return None
     live = Queue(runtime.settings.queue_name, connection=job.connection)
 
@@ -113,34 +111,19 @@ def _live_waiting(runtime: Runtime, job: Job | None) -> Callable[[], bool] | Non
 
 
 def process_events(
-    runtime: Runtime,
-    event_ids: Sequence[int],
-    *,
-    job_id: str | None = None,
-    live_waiting: Callable[[], bool] | None = None,
+    runtime: Runtime, event_ids: Sequence[int], *, job_id: str | None = None
 ) -> Counter[str]:
     """Run the handlers of each pending, due event once, a chunk per transaction. With
-    ``job_id``, the outbox rows handed to that job are deleted in the same transactions.
-
-    Between two chunks, when ``live_waiting`` says live jobs wait (a job of events a
-    reconcile fetched), the job hands the rest back to the relay and ends, so that its
-    worker takes the live job next: a live event waits for one chunk at most."""
+    ``job_id``, the outbox rows handed to that job are deleted in the same transactions."""
     counts: Counter[str] = Counter()
     remaining = list(dict.fromkeys(event_ids))
     drain = Drain(remaining=max(len(remaining), DRAIN_EVENTS), own=frozenset(remaining))
     alone: list[int] = []  # events whose shared transaction could not commit
-    started = False
     while remaining or alone:
-        stopping = _State.stopping.is_set()
-        if stopping or (started and live_waiting is not None and live_waiting()):
+        if _State.stopping.is_set():
             carried = [i for i in remaining if i not in drain.own]
-            rest = [*alone, *remaining]
-            why = "stopping" if stopping else "live work waits"
-            _hand_back_events(runtime, job_id, rest, carried=carried, why=why)
-            if not stopping:
-                counts["handed_back"] += len(rest)
+            _hand_back_events(runtime, job_id, [*alone, *remaining], carried=carried)
             break
-        started = True
         if alone:
             chunk, alone = alone[:1], alone[1:]
         else:
@@ -232,23 +215,17 @@ def process_replays(
 
 
 def _hand_back_events(
-    runtime: Runtime,
-    job_id: str | None,
-    event_ids: list[int],
-    *,
-    carried: list[int],
-    why: str = "stopping",
+    runtime: Runtime, job_id: str | None, event_ids: list[int], *, carried: list[int]
 ) -> None:
-    """A stopping job's events it will not start (or a job making way for live work):
-    its rows for them go back to the relay. So do the rows of events of held keys it
-    carried from other jobs (``carried``), whichever job had them: a job that still runs
-    one finds it claimed."""
+    """A stopping job's events it will not start: its rows for them go back to the relay.
+    So do the rows of events of held keys it carried from other jobs (``carried``),
+    whichever job had them: a job that still runs one finds it claimed."""
     live = OutboxEntry.replay_id.is_(None)
     if job_id is not None:
         mine = and_(OutboxEntry.job_id == job_id, live, OutboxEntry.event_id.in_(event_ids))
-        _hand_back(runtime, mine, why=why)
+        _hand_back(runtime, mine)
     if carried:
-        _hand_back(runtime, and_(live, OutboxEntry.event_id.in_(carried)), why=why)
+        _hand_back(runtime, and_(live, OutboxEntry.event_id.in_(carried)))
 
 
 def _hand_back_replays(
