@@ -12,15 +12,12 @@ from rq import Queue, SimpleWorker
 from sqlalchemy import text
 
 from hooklatch.jobs import FETCHED_JOB_SIZE, SERIALIZER, queue_names
-from hooklatch.providers.remote import Place
-from hooklatch.reconcile.models import ProviderHook
 from hooklatch.reconcile.runs import RunRequest
 from hooklatch.runtime import reconciler
-from hooklatch.services.provider_side import NewRegistration, add_registered
 from hooklatch.workers.worker import jobs
 from tests.support.database import count
 from tests.support.pipeline import runs_of
-from tests.support.reconcile import stripe_and_app
+from tests.support.reconcile import stripe_and_app, stripe_registered
 from tests.support.relay import clocked, relay_for
 
 KEY = "rk_test_lanes_0123456789abcdef"
@@ -28,18 +25,7 @@ WAITING_FETCHED = "SELECT count(*) FROM outbox WHERE fetched AND job_id IS NULL"
 
 
 def registered(runtime, fake) -> tuple[str, str]:
-    new = NewRegistration(
-        provider="stripe",
-        name="billing",
-        credential={"api_key": KEY},
-        event_types=["invoice.paid"],
-        place=Place(api_url=fake.url),
-    )
-    endpoint = str(add_registered(runtime, new, actor="test")["id"])
-    with runtime.session_factory() as session:
-        hook = session.get(ProviderHook, endpoint)
-        assert hook is not None and hook.hook_id is not None
-        return endpoint, hook.hook_id
+    return stripe_registered(runtime, fake, KEY)
 
 
 def fetched(runtime, fake, endpoint, n: int) -> list[int]:

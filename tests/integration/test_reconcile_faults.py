@@ -15,33 +15,23 @@ from sqlalchemy import select, text, update
 
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.models import Event
-from hooklatch.providers.remote import Place
 from hooklatch.reconcile.models import ReconcileRun, ReconcileState
 from hooklatch.reconcile.runs import Reconciler, RunRequest
 from hooklatch.runtime import reconciler
 from hooklatch.services.provider_side import (
-    NewRegistration,
-    add_registered,
     request_reconcile,
     set_credential,
 )
 from tests.support.pipeline import drain, runs_of, wait_for
 from tests.support.processes import hooklatch_cmd, process_env
-from tests.support.reconcile import reconciler_with, second_run, stripe_and_app
+from tests.support.reconcile import reconciler_with, second_run, stripe_and_app, stripe_registered
 
 KEY = "rk_test_faults_0123456789QZXW"
 NEW_KEY = "rk_test_faults_rotated_9876YVUT"
 
 
 def registered(runtime, fake, *, event_types=("invoice.paid",)):
-    new = NewRegistration(
-        provider="stripe",
-        name="billing",
-        credential={"api_key": KEY},
-        event_types=list(event_types),
-        place=Place(api_url=fake.url),
-    )
-    return add_registered(runtime, new, actor="test")["id"]
+    return stripe_registered(runtime, fake, KEY, event_types=event_types)[0]
 
 
 def lost_events(fake, count, *, span=480):

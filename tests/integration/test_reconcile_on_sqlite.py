@@ -12,17 +12,17 @@ from sqlalchemy import select
 
 from hooklatch.embedded.sinks import InlineSink
 from hooklatch.events.models import Event
-from hooklatch.providers.remote import Place
 from hooklatch.reconcile.models import ProviderHook, ReconcileRun, ReconcileState
 from hooklatch.reconcile.runs import Busy, RunRequest
 from hooklatch.runtime import reconciler
-from hooklatch.services.provider_side import NewRegistration, add_registered, request_reconcile
+from hooklatch.services.provider_side import request_reconcile
 from hooklatch.workers.relay.loop import Relay
 from hooklatch.workers.relay.reconcile import ReconcileRunner
 from tests.support.database import sqlite_settings
 from tests.support.fake_stripe import FakeStripe
 from tests.support.live_app import served
 from tests.support.pipeline import runs_of
+from tests.support.reconcile import stripe_registered
 
 KEY = "rk_test_sqlite_0123456789abcdef"
 
@@ -33,15 +33,7 @@ def settings(settings, tmp_path):
 
 
 def registered(runtime, fake) -> str:
-    """A Stripe endpoint registered with FakeStripe, through the service every face uses."""
-    new = NewRegistration(
-        provider="stripe",
-        name="billing",
-        credential={"api_key": KEY},
-        event_types=["invoice.paid"],
-        place=Place(api_url=fake.url),
-    )
-    return str(add_registered(runtime, new, actor="test")["id"])
+    return stripe_registered(runtime, fake, KEY)[0]
 
 
 def test_a_run_asked_for_is_taken_by_the_relay_thread_on_sqlite(client, runtime):

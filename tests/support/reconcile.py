@@ -121,6 +121,29 @@ class AtTheProvider:
         return sum(1 for r in self.fake.requests if r.method == "GET" and r.path == path)
 
 
+def stripe_registered(
+    runtime: Runtime,
+    fake: FakeStripe,
+    key: str,
+    *,
+    event_types: tuple[str, ...] = ("invoice.paid",),
+) -> tuple[str, str]:
+    """A Stripe endpoint registered with FakeStripe through the service every face uses:
+    its id here and its webhook's id at Stripe."""
+    new = NewRegistration(
+        provider="stripe",
+        name="billing",
+        credential={"api_key": key},
+        event_types=list(event_types),
+        place=Place(api_url=fake.url),
+    )
+    endpoint = str(add_registered(runtime, new, actor="test")["id"])
+    with runtime.session_factory() as session:
+        hook = session.get(ProviderHook, endpoint)
+        assert hook is not None and hook.hook_id is not None
+        return endpoint, hook.hook_id
+
+
 @contextmanager
 def registered_at(
     runtime: Runtime, provider: str, *, clock: Callable[[], datetime], client: Any
