@@ -30,7 +30,7 @@ PULL = "pull"  # the event is fetched from the provider's API
 # RemoteError.reason
 UNAUTHORIZED = "unauthorized"  # 401: the credential is wrong, expired or revoked
 FORBIDDEN = "forbidden"  # 403 (not a rate limit): the credential lacks a scope
-NOT_FOUND = "not_found"  # 404: the hook or the account is gone (a redelivery: that delivery)
+NOT_FOUND = "not_found"  # 404: the hook or the account is gone, or the credential may not see it
 RATE_LIMITED = "rate_limited"  # 429, or GitHub's 403 with a rate-limit answer
 SERVER_ERROR = "server_error"  # 5xx
 UNREACHABLE = "unreachable"  # no answer: DNS, refused, timeout
@@ -193,10 +193,10 @@ class RemoteAPI:
         raise NotImplementedError
 
     def redeliver(self, attempt_id: str) -> None:
-        """Ask the provider to send this attempt's delivery again. NOT_FOUND or INVALID
-        (a 4xx) where it refuses that delivery alone (GitHub's 404 once it is past the
-        days it keeps, 422): the run passes over it and goes on; any other error stops
-        the run."""
+        """Ask the provider to send this attempt's delivery again. INVALID (a 4xx) where
+        it refuses that delivery alone (GitHub's 422): the run passes over it and goes on;
+        any other error stops the run, NOT_FOUND too (GitHub answers 404 for a token
+        without access as for a hook gone)."""
         raise NotImplementedError
 
 

@@ -11,9 +11,8 @@ waiting out rate limits within a bound. Then:
   (an event that arrives by webhook meanwhile is simply present);
 - *push*: the provider's attempts are grouped by delivery id, and each delivery with no
   successful attempt and not stored here is redelivered once. A redelivery the provider
-  refuses for that one delivery (GitHub's 404 once it is past the 3 days it keeps, 422) is
-  counted, named in the run's error, and passed over: it cannot be recovered by
-  redelivery, and the run goes on with the next.
+  refuses for that one delivery (GitHub's 422) is counted, named in the run's error, and
+  passed over: it cannot be recovered by redelivery, and the run goes on with the next.
 
 The cursor moves only past what is stored (pull) or was asked for again, or refused for
 good (push), in the transaction that stores it, and only when the listing reached the
@@ -41,6 +40,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hooklatch.crypto import SecretBox
 from hooklatch.db import insert_ignoring_conflict, reconnect_delay
+from hooklatch.display import utc_time
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.endpoints.ordering import OrderingSettings
 from hooklatch.endpoints.service import decrypt_options, endpoint_url, get_endpoint
@@ -53,7 +53,6 @@ from hooklatch.providers.base import Delivery, IncomingEvent, Provider
 from hooklatch.providers.remote import (
     BAD_ANSWER,
     INVALID,
-    NOT_FOUND,
     PULL,
     RATE_LIMITED,
     SERVER_ERROR,
@@ -88,6 +87,10 @@ TRIGGERS = (SCHEDULE, "cli", "api", "console")
 # Nothing is asked for closer to the provider's horizon than this: the provider's clock
 # and ours differ, and a page read a minute later must not reach past it.
 HORIZON_MARGIN = timedelta(minutes=10)
+# A pull asks the provider for the webhook's types only when it was read back this
+# recently; an event made this long before a look may still be of a type added since.
+FRESH_LOOK = timedelta(seconds=60)
+CLOCK_MARGIN = timedelta(minutes=2)
 # Ids kept with a run: what it fetched or redelivered, or would have (a dry run).
 SAMPLE_SIZE = 100
 # Retries of a call the provider failed (5xx, no answer) before the run stops.
@@ -98,11 +101,12 @@ LEASE_LOST = "lease_lost"
 # A listing cut short for these asks for nothing more: the quota left is another's, and
 # so is the endpoint.
 ASK_NO_MORE = (QUOTA, LEASE_LOST)
-# RemoteError.reason of a redelivery refused for that one delivery (GitHub's 404: past
-# its window; 422): it cannot be recovered by redelivery, and the run goes on. Every
-# other error concerns the whole API (the credential, the quota, the provider down) and
-# stops the run.
-REFUSED = (NOT_FOUND, INVALID)
+# RemoteError.reason of a redelivery refused for that one delivery (GitHub's 422): it
+# cannot be recovered by redelivery, and the run goes on. Every other error concerns the
+# whole API (the credential, the quota, the provider down) and stops the run; a 404 too,
+# which GitHub also answers for a token without access and a hook deleted (the listing
+# keeps inside GitHub's window, so a delivery past it is not asked for).
+REFUSED = (INVALID,)
 # Refused deliveries named in a run's error; the rest are counted.
 REFUSED_SHOWN = 5
 
@@ -256,9 +260,9 @@ class Run:
     # that listing began: the cursor moves there once the listing reaches ``since``.
     start_token: str | None = None
     listing_began: datetime | None = None
-    # The event types the provider delivers to this endpoint's webhook (None: every
-    # type). A pull lists the account's events: others' are not this endpoint's to store.
-    event_types: frozenset[str] | None = None
+    # The event types the provider delivered to this endpoint's webhook when last read
+    # back. A pull lists the account's events: others' are not this endpoint's to store.
+    owed: Owed | None = None
     tally: Tally = field(default_factory=Tally)
 
 
@@ -370,7 +374,7 @@ class Reconciler:
                 moves_cursor=since <= max(resume, floor) or going_on is not None,
                 start_token=going_on["token"] if going_on else None,
                 listing_began=(datetime.fromisoformat(going_on["began"]) if going_on else None),
-                event_types=owed_types(session.get(ProviderHook, endpoint.id)),
+                owed=owed_types(session.get(ProviderHook, endpoint.id)),
             )
             session.expunge(endpoint)
         if wanted < floor:
@@ -585,7 +589,10 @@ class Reconciler:
     def _pull(self, run: Run) -> None:
         api, started = run.reach.api, self.clock()
         only_failed = not run.request.everything
-        types = sorted(run.event_types) if run.event_types is not None else None
+        # Asked of the provider only when read back just now (a scheduled run's look): a
+        # type added since is listed by the next run, within its overlap.
+        fresh = run.owed is not None and run.owed.read_at >= started - FRESH_LOOK
+        types = sorted(run.owed.types) if run.owed is not None and fresh else None
         pulled, cut, next_token = self._pages(
             run,
             lambda token: api.events_page(
@@ -615,7 +622,7 @@ class Reconciler:
         items = [
             (event, item)
             for event, item in parsed
-            if item is not None and (run.event_types is None or item.type in run.event_types)
+            if item is not None and (run.owed is None or run.owed.holds(item.type, event.created))
         ]
         run.tally.listed = len(items)
         stored = self._stored_ids(run.endpoint.id, [item.external_id for _, item in items])
@@ -844,16 +851,29 @@ def refused_alone(error: RemoteError) -> bool:
     return error.reason in REFUSED and not (error.status is not None and error.status < 400)
 
 
-def owed_types(hook: ProviderHook | None) -> frozenset[str] | None:
-    """The event types the provider delivers to the webhook: what it held when last read
-    back, else what registration asked for; None for every type ("*"), or where no webhook
-    is known (a credential alone)."""
-    if hook is None:
+@dataclass(frozen=True)
+class Owed:
+    """The event types a webhook received when it was read back, at ``read_at``."""
+
+    types: frozenset[str]
+    read_at: datetime
+
+    def holds(self, event_type: str, created: datetime) -> bool:
+        """Whether an event may be the webhook's: one of its types, or made after the look
+        (less a margin for clocks), when a type may have been added to it."""
+        return event_type in self.types or created > self.read_at - CLOCK_MARGIN
+
+
+def owed_types(hook: ProviderHook | None) -> Owed | None:
+    """What the provider held for the webhook at its last successful look (registration
+    or a read-back); None, every type, for "*", or where nothing was read (no webhook, a
+    credential alone, a look that failed since, a webhook gone)."""
+    if hook is None or hook.check_error is not None or hook.checked_at is None:
         return None
-    types = hook.seen_event_types if hook.seen_event_types is not None else hook.event_types
+    types = hook.seen_event_types
     if not types or "*" in types:
         return None
-    return frozenset(types)
+    return Owed(frozenset(types), utc_time(hook.checked_at))
 
 
 def resumable(resume: Mapping[str, object] | None, request: RunRequest) -> bool:

@@ -325,3 +325,30 @@ def test_events_made_in_one_second_are_stored_in_the_order_stripe_made_them(app,
         assert run_now(runtime, endpoint)["fetched"] == 31
 
     assert external_ids(runtime) == made
+
+
+def test_a_type_added_at_stripe_since_the_last_look_is_not_dropped(app, runtime, router):
+    """The webhook's types are as hooklatch last read them back: a type added at Stripe
+    since (in its dashboard) may have events owed to it. Those made after the look are
+    stored, and Stripe is asked for every type, as the look is not this run's."""
+    ran = runs_of(router, "stripe")
+    with stripe_and_app(app, runtime, KEY) as fake:
+        endpoint, hook = registered(runtime, fake, event_types=["invoice.paid"])
+        with runtime.session_factory.begin() as session:  # read back five minutes ago
+            session.execute(
+                update(ProviderHook)
+                .where(ProviderHook.endpoint_id == endpoint)
+                .values(checked_at=runtime.clock() - timedelta(minutes=5))
+            )
+        fake.update_endpoint(hook, enabled_events=["invoice.paid", "customer.created"])
+        before = fake.create_event("customer.created", {"id": "cus_old"}, fake.now() - 540)
+        added = fake.create_event("customer.created", {"id": "cus_new"}, fake.now() - 60)
+
+        run = run_now(runtime, endpoint)
+
+        assert run["status"] == "finished", run
+        assert all(types_asked(r) == set() for r in events_requests(fake))
+        assert external_ids(runtime) == [added["id"]]  # made after the look
+        assert before["id"] not in external_ids(runtime)  # made before it: not the webhook's
+        drain(runtime)
+    assert len(ran) == 1
