@@ -151,9 +151,9 @@ def test_a_fetched_event_due_again_keeps_to_its_lane(app, runtime, router):
         assert count(runtime, WAITING_FETCHED) == 1
 
 
-def test_fetched_events_go_out_in_jobs_of_about_one_chunk(app, runtime):
-    """A fetched job makes way for live work after a chunk and hands the rest back: jobs
-    of at most FETCHED_JOB_SIZE leave little to hand back and out again."""
+def test_fetched_events_go_out_in_jobs_of_at_most_fetched_job_size(app, runtime):
+    """A live event waits for the fetched job under way: jobs of at most FETCHED_JOB_SIZE
+    bound that wait to so many events' handlers."""
     with stripe_and_app(app, runtime, KEY) as fake:
         endpoint, _ = registered(runtime, fake)
         caught_up = fetched(runtime, fake, endpoint, FETCHED_JOB_SIZE + 5)

@@ -1,5 +1,5 @@
-"""`hooklatch worker`: an RQ worker on hooklatch's queues (live events first, then replays),
-in a long-lived work horse."""
+"""`hooklatch worker`: an RQ worker on hooklatch's queues (live events first, then events a
+reconcile fetched, then replays), in a long-lived work horse."""
 
 from __future__ import annotations
 
