@@ -180,7 +180,7 @@ class OutboxEntry(Base):
     lost_dispatches: Mapped[int] = mapped_column(Integer, server_default="0")
     # The row of an event a reconcile fetched from the provider's API: handed out in the
     # fetched lane, behind live events (hooklatch.jobs).
-    fetched: Mapped[bool] = mapped_column(Boolean, server_default=false(), default=False)
+    fetched: Mapped[bool] = mapped_column(Boolean, server_default=false())
 
 
 class BulkReplay(Base):
