@@ -16,13 +16,11 @@ from sqlalchemy import delete, select, update
 
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.events.models import Event
-from hooklatch.providers.remote import Place
 from hooklatch.reconcile.models import ProviderHook, ReconcileState
 from hooklatch.reconcile.runs import RunRequest, ensure_state
 from hooklatch.runtime import reconciler
-from hooklatch.services.provider_side import NewRegistration, add_registered
 from tests.support.pipeline import drain, runs_of
-from tests.support.reconcile import stripe_and_app
+from tests.support.reconcile import stripe_and_app, stripe_registered
 
 KEY = "rk_test_reconcile_0123456789abcdef"
 WRONG_SECRET = "whsec_not_the_one_stripe_holds"
@@ -31,22 +29,15 @@ WRONG_SECRET = "whsec_not_the_one_stripe_holds"
 def registered(
     runtime, fake, *, created_days_ago: float = 0, event_types=("invoice.paid", "customer.updated")
 ):
-    new = NewRegistration(
-        provider="stripe",
-        name="billing",
-        credential={"api_key": KEY},
-        event_types=list(event_types),
-        place=Place(api_url=fake.url),
-    )
-    made = add_registered(runtime, new, actor="test")
+    endpoint, hook = stripe_registered(runtime, fake, KEY, event_types=event_types)
     if created_days_ago:
         with runtime.session_factory.begin() as session:
             session.execute(
                 update(Endpoint)
-                .where(Endpoint.id == made["id"])
+                .where(Endpoint.id == endpoint)
                 .values(created_at=runtime.clock() - timedelta(days=created_days_ago))
             )
-    return made["id"], hook_id_of(runtime, made["id"])
+    return endpoint, hook
 
 
 def run_now(runtime, endpoint, **request):
@@ -223,14 +214,6 @@ def test_pulled_events_of_an_ordered_endpoint_take_their_key(app, runtime, route
         with runtime.session_factory() as session:
             keys = session.scalars(select(Event.ordering_key)).all()
         assert keys == ["cus_1"] * 3
-
-
-def hook_id_of(runtime, endpoint):
-    """The provider's id of the endpoint's webhook, as stored at registration."""
-    with runtime.session_factory() as session:
-        hook = session.get(ProviderHook, endpoint)
-        assert hook is not None and hook.hook_id is not None
-        return hook.hook_id
 
 
 def types_asked(request) -> set[str]:
