@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import sqlite3
+import uuid
 from datetime import UTC, datetime
 
 from sqlalchemy import (
@@ -138,3 +141,9 @@ def insert_ignoring_conflict(dialect: str, table: Table, columns: list[str]) -> 
     if dialect == "sqlite":
         return sqlite.insert(table).on_conflict_do_nothing(index_elements=columns)
     raise NotImplementedError(f"no conflict-free insert for {dialect}")
+
+
+def lease_owner_name() -> str:
+    """Who holds a lease (a reconcile run's, a destination's sender's): host, process and
+    a random part (two holders in one process)."""
+    return f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

@@ -225,6 +225,23 @@ CLEANUP_OLDEST_EXPIRED_SECONDS = Gauge(
     registry=REGISTRY,
 )
 
+FORWARDS = Counter(
+    "hooklatch_forwards",
+    "Forwards sent to a destination, by destination and outcome: delivered (acknowledged; "
+    "duplicate too when the destination said it held it already), failed (to be tried "
+    "again), dead (its last attempt failed). Counted once the outcome is committed.",
+    ["destination", "outcome"],
+    registry=REGISTRY,
+)
+FORWARD_SECONDS = Histogram(
+    "hooklatch_forward_latency_seconds",
+    "Time from a forward being written (its event's processing) to the destination "
+    "acknowledging it, by destination.",
+    ["destination"],
+    buckets=_LAG,
+    registry=REGISTRY,
+)
+
 # How the worker maps an event's outcome (its new status) to the label.
 EVENT_OUTCOMES = {
     "processed": "processed",

@@ -11,6 +11,7 @@ from hooklatch.events.models import (
     OutboxEntry,
     Replay,
 )
+from hooklatch.forwarding.models import Destination, Forward
 from hooklatch.operations.models import (
     ConsoleSession,
     Heartbeat,
@@ -31,10 +32,12 @@ __all__ = [
     "BulkReplay",
     "BulkReplayItem",
     "ConsoleSession",
+    "Destination",
     "Endpoint",
     "EndpointCredential",
     "EndpointSecret",
     "Event",
+    "Forward",
     "Heartbeat",
     "OrderingKey",
     "OutboxEntry",

@@ -172,6 +172,15 @@ class Settings:
     reconcile_max_wait_seconds: float = 60.0
     reconcile_lease_seconds: float = 120.0
     reconcile_quota_reserve: int = 100
+    # Forwarding (hooklatch.forwarding): how often an idle sender looks for forwards, the
+    # attempts and pauses of a forward that fails, a destination's answer's bound, and
+    # how long a relay holds a destination without renewing its lease.
+    forward_poll_seconds: float = 0.1
+    forward_max_attempts: int = 25
+    forward_retry_base_seconds: float = 1.0
+    forward_retry_max_seconds: float = 600.0
+    forward_timeout_seconds: float = 10.0
+    forward_lease_seconds: float = 15.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -291,6 +300,24 @@ class Settings:
             reconcile_quota_reserve=read_int(
                 env, "HOOKLATCH_RECONCILE_QUOTA_RESERVE", cls.reconcile_quota_reserve, minimum=0
             ),
+            forward_poll_seconds=read_float(
+                env, "HOOKLATCH_FORWARD_POLL_SECONDS", cls.forward_poll_seconds
+            ),
+            forward_max_attempts=read_int(
+                env, "HOOKLATCH_FORWARD_MAX_ATTEMPTS", cls.forward_max_attempts, minimum=1
+            ),
+            forward_retry_base_seconds=read_float(
+                env, "HOOKLATCH_FORWARD_RETRY_BASE_SECONDS", cls.forward_retry_base_seconds
+            ),
+            forward_retry_max_seconds=read_float(
+                env, "HOOKLATCH_FORWARD_RETRY_MAX_SECONDS", cls.forward_retry_max_seconds
+            ),
+            forward_timeout_seconds=read_float(
+                env, "HOOKLATCH_FORWARD_TIMEOUT_SECONDS", cls.forward_timeout_seconds
+            ),
+            forward_lease_seconds=read_float(
+                env, "HOOKLATCH_FORWARD_LEASE_SECONDS", cls.forward_lease_seconds
+            ),
             replay_batch_window=read_int(
                 env, "HOOKLATCH_REPLAY_BATCH_WINDOW", cls.replay_batch_window, minimum=1
             ),
@@ -383,6 +410,10 @@ class Settings:
             ("HOOKLATCH_ADMIN_LOCKOUT_WINDOW_SECONDS", self.admin_lockout_window_seconds),
             ("HOOKLATCH_ADMIN_LOCKOUT_SECONDS", self.admin_lockout_seconds),
             ("HOOKLATCH_RECONCILE_LEASE_SECONDS", self.reconcile_lease_seconds),
+            ("HOOKLATCH_FORWARD_POLL_SECONDS", self.forward_poll_seconds),
+            ("HOOKLATCH_FORWARD_RETRY_BASE_SECONDS", self.forward_retry_base_seconds),
+            ("HOOKLATCH_FORWARD_TIMEOUT_SECONDS", self.forward_timeout_seconds),
+            ("HOOKLATCH_FORWARD_LEASE_SECONDS", self.forward_lease_seconds),
         ):
             if seconds <= 0:  # a loop that never waits, against the database
                 raise SettingsError(f"{name} must be more than 0, got {seconds:g}")

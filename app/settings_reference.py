@@ -433,6 +433,49 @@ SECTIONS = (
         ),
     ),
     Section(
+        "Forwarding",
+        "[Forwarding events to the systems behind hooklatch](forwarding.md).",
+        (
+            Setting(
+                "HOOKLATCH_FORWARD_POLL_SECONDS",
+                "`0.1`",
+                "How often a relay's sender looks for a destination's forwards while it has "
+                "none to send, and for destinations no relay sends to.",
+            ),
+            Setting(
+                "HOOKLATCH_FORWARD_MAX_ATTEMPTS",
+                "`25`",
+                "Attempts at one forward before it is dead (about three hours of retries "
+                "with the pauses below); a dead forward is sent again only by a replay.",
+            ),
+            Setting(
+                "HOOKLATCH_FORWARD_RETRY_BASE_SECONDS",
+                "`1`",
+                "The pause after a forward's first failed attempt; it doubles with each "
+                "next one (with jitter).",
+            ),
+            Setting(
+                "HOOKLATCH_FORWARD_RETRY_MAX_SECONDS",
+                "`600`",
+                "The longest pause between two attempts at a forward.",
+            ),
+            Setting(
+                "HOOKLATCH_FORWARD_TIMEOUT_SECONDS",
+                "`10`",
+                "How long a destination has to acknowledge a message (an HTTP answer, a "
+                "JetStream ack, a RabbitMQ confirm), and to accept a connection.",
+            ),
+            Setting(
+                "HOOKLATCH_FORWARD_LEASE_SECONDS",
+                "`15`",
+                "How long a relay holds a destination without renewing its lease: one relay "
+                "sends to a destination at a time, and a relay killed gives it up after this "
+                "long (the forwards it had sent unacknowledged are sent again, with the same "
+                "key).",
+            ),
+        ),
+    ),
+    Section(
         "Bulk replay",
         "[Replaying many events](console.md#bulk-replay).",
         (

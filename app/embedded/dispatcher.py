@@ -11,6 +11,7 @@ from hooklatch.operations.heartbeats import start_heartbeat
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.bulk_replays import BulkReplayRunner
 from hooklatch.workers.relay.cleanup import Cleanup
+from hooklatch.workers.relay.forwarder import Forwarder
 from hooklatch.workers.relay.loop import Relay
 from hooklatch.workers.relay.reconcile import ReconcileRunner
 
@@ -34,6 +35,7 @@ def start_embedded_dispatcher(runtime: Runtime) -> threading.Event:
     cleanup.start(stop)
     BulkReplayRunner(runtime).start(stop)
     ReconcileRunner(runtime).start(stop)
+    Forwarder(runtime).start(stop)
     beating = start_heartbeat(runtime, "dispatcher", stop, cleanup.state)
     # Nothing stops the dispatcher but the process's exit: then its heartbeat row goes, as
     # a relay's does on SIGTERM, instead of showing a silent dispatcher for a day.

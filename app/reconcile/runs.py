@@ -24,10 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import socket
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +36,7 @@ from sqlalchemy import Table, insert, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from hooklatch.crypto import SecretBox
-from hooklatch.db import insert_ignoring_conflict, reconnect_delay
+from hooklatch.db import insert_ignoring_conflict, lease_owner_name, reconnect_delay
 from hooklatch.display import utc_time
 from hooklatch.endpoints.models import Endpoint
 from hooklatch.endpoints.ordering import OrderingSettings
@@ -266,11 +263,6 @@ class Run:
     tally: Tally = field(default_factory=Tally)
 
 
-def owner_name() -> str:
-    """Who holds a lease: host, process and a random part (two runs in one process)."""
-    return f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
 class Reconciler:
     def __init__(
         self,
@@ -290,7 +282,7 @@ class Reconciler:
         self.public_url = public_url
         self.clock = clock
         self.sleep = sleep
-        self.owner = owner_name()
+        self.owner = lease_owner_name()
 
     # The run.
 

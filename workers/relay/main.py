@@ -1,4 +1,5 @@
-"""`hooklatch relay`: the relay loop until SIGTERM or SIGINT, handing work to ``sink``
+"""`hooklatch relay`: the relay loop (and its threads: cleanup, bulk replays, reconcile,
+forwarding, heartbeat) until SIGTERM or SIGINT, handing work to ``sink``
 (which the command chooses: ``hooklatch.embedded.sinks.make_sink``)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from hooklatch.operations.heartbeats import start_heartbeat
 from hooklatch.runtime import Runtime
 from hooklatch.workers.relay.bulk_replays import BulkReplayRunner
 from hooklatch.workers.relay.cleanup import Cleanup
+from hooklatch.workers.relay.forwarder import Forwarder
 from hooklatch.workers.relay.loop import Relay
 from hooklatch.workers.relay.reconcile import ReconcileRunner
 from hooklatch.workers.relay.sinks import Sink
@@ -37,6 +39,8 @@ def run_relay(runtime: Runtime, sink: Sink) -> None:
     # A run stops between two pages or chunks when the process does (its lease runs out
     # and the next run resumes from the cursor); not joined below.
     ReconcileRunner(runtime).start(stop)
+    forwarder = Forwarder(runtime)
+    forwarding = forwarder.start(stop)
     beating = start_heartbeat(runtime, "relay", stop, cleanup.state)
     log.info("relay started")
     Relay(runtime, sink).run(stop)
@@ -44,6 +48,9 @@ def run_relay(runtime: Runtime, sink: Sink) -> None:
     # between two steps, and the heartbeat deletes its row. All within one bound, well
     # inside an orchestrator's grace: a transaction still running past it rolls back
     # with the process, and its rows wait.
+    # A sender stops after the message it is sending is acknowledged, or its timeout, and
+    # gives its destination's lease back.
     deadline = time.monotonic() + STOP_SECONDS
-    for thread in (cleaning, replaying, beating):
+    for thread in (cleaning, replaying, forwarding, beating):
         thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    forwarder.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -18,7 +18,9 @@ from psycopg2.extensions import TRANSACTION_STATUS_INERROR
 from sqlalchemy import insert, update
 from sqlalchemy.orm import Session
 
+from hooklatch.events import identity
 from hooklatch.events.models import DEAD, IGNORED, PENDING, PROCESSED, Attempt, Event
+from hooklatch.forwarding import record as forwarding
 from hooklatch.handlers import Context, EventView, Route
 from hooklatch.logs import bind
 from hooklatch.ordering.stale import StaleGuard, Staleness
@@ -32,10 +34,10 @@ log = logging.getLogger("hooklatch.workers.worker.processing")
 SUCCEEDED = "succeeded"
 FAILED = "failed"
 STALE = "stale"  # older than its key's newest applied event: ignored, with the reason
+# The attempts whose event is forwarded: it ran, or no handler wanted it.
+FORWARDED_OUTCOMES = (SUCCEEDED, IGNORED)
 _random = secrets.SystemRandom()
 
-# How much of a conflicting delivery's body digest its idempotency key carries.
-VARIANT_IN_KEY = 16
 # The most of a traceback an attempt keeps: its innermost frames, where the error is.
 TRACEBACK_CHARS = 16_000
 
@@ -61,11 +63,8 @@ class ClaimedEvent(Protocol):
 
 
 def idempotency_key(event: ClaimedEvent) -> str:
-    """The same on every attempt and replay of an event. A conflicting delivery (another
-    body under a stored event's id) adds its body digest's first hex digits, so that a
-    system downstream does not take it for the event it conflicts with."""
-    key = f"hooklatch:{event.endpoint_id}:{event.external_id}"
-    return f"{key}:{event.variant[:VARIANT_IN_KEY]}" if event.variant else key
+    """The same on every attempt and replay of an event (hooklatch.events.identity)."""
+    return identity.idempotency_key(event.endpoint_id, event.external_id, event.variant)
 
 
 def backoff(attempt: int, *, base: float, maximum: float) -> timedelta:
@@ -266,6 +265,9 @@ class Writes:
     events: list[EventUpdate] = field(default_factory=list)
     attempts: list[AttemptRow] = field(default_factory=list)
     activity: list[Activity] = field(default_factory=list)
+    # The events to hand on to the destinations they match (hooklatch.forwarding): those
+    # whose handlers succeeded, or that no handler matched; never a stale one.
+    forwarded: list[ClaimedEvent] = field(default_factory=list)
 
     def add(self, event: ClaimedEvent, result: AttemptResult) -> None:
         row = result.attempt
@@ -282,14 +284,17 @@ class Writes:
         )
         self.attempts.append(row)
         self.activity.append(Activity(event.endpoint_id, result.status, event.received_at))
+        if row["outcome"] in FORWARDED_OUTCOMES:
+            self.forwarded.append(event)
 
-    def apply(self, session: Session) -> list[Activity]:
+    def apply(self, session: Session, now: datetime) -> list[Activity]:
         """Write them; returns what the console counts once the transaction commits."""
         activity = self.activity
         if self.events:
             session.execute(update(Event), self.events)
             session.execute(insert(Attempt), self.attempts)
-        self.events, self.attempts, self.activity = [], [], []
+            forwarding.record(session, self.forwarded, now)
+        self.events, self.attempts, self.activity, self.forwarded = [], [], [], []
         return activity
 
 

@@ -79,7 +79,7 @@ def process_chunk(
         done.append(event_id)
     keyed = run_keyed(run, unclaimed, states) if unclaimed else KeyedResult()
     run.outcomes["skipped"] += len(set(keyed.done) - set(keyed.ran))
-    activity = run.writes.apply(session)
+    activity = run.writes.apply(session, runtime.clock())
     for ref in keyed.wake:
         claims.wake(session, ref, now=runtime.clock())
     return ChunkResult(done + keyed.done, left + keyed.left, run.outcomes, run.tally, activity)

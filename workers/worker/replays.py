@@ -20,6 +20,7 @@ from hooklatch.events.models import (
     OutboxEntry,
     Replay,
 )
+from hooklatch.forwarding import record as forwarding
 from hooklatch.logs import bind
 from hooklatch.ordering import claims
 from hooklatch.ordering.claims import KeyRef
@@ -115,6 +116,9 @@ def _replay(session: Session, runtime: Runtime, replay: Replay, ref: KeyRef | No
                 finished = runtime.clock()
                 event.status, event.processed_at = PROCESSED, finished
                 event.next_attempt_at, event.last_error = None, None
+                # A dead event that now ran is forwarded as any processed one; an event
+                # forwarded already is not again (a forward is re-sent by its own replay).
+                forwarding.record(session, [event], finished)
                 if ref is not None and was_dead:
                     # A dead event that parked its key no longer does: the key goes on.
                     claims.wake(session, ref, now=finished)

@@ -1,0 +1,314 @@
+"""Sending a destination's forwards: the lease that lets one relay send to it at a time,
+the forwards due (oldest first, a key's behind any of its own that is waiting), their
+sending in order, and what each outcome leaves: delivered, or tried again after a pause
+that grows, or dead after the last attempt. Functions that take a session never commit.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from sqlalchemy import and_, exists, or_, select, update
+from sqlalchemy.orm import Session, aliased
+
+from hooklatch.crypto import SecretBox
+from hooklatch.events.identity import idempotency_key
+from hooklatch.events.models import Event
+from hooklatch.forwarding.kinds.base import Connection, Outcome, Publisher
+from hooklatch.forwarding.message import Message
+from hooklatch.forwarding.models import DEAD, DELIVERED, PENDING, Destination, Forward
+
+_random = secrets.SystemRandom()
+
+# The most forwards one pass of a destination's sender takes.
+BATCH = 200
+# What a forward's error keeps.
+ERROR_CHARS = 2000
+NO_BODY = "the event's body is gone (pruned by retention): nothing to send"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How often a forward is tried, and how long a sender holds its destination."""
+
+    max_attempts: int
+    retry_base_seconds: float
+    retry_max_seconds: float
+    lease_seconds: float
+
+
+def take_lease(
+    session: Session, destination_id: str, owner: str, now: datetime, seconds: float
+) -> bool:
+    """Take the destination's lease, or renew ours; False while another relay holds it."""
+    free = or_(
+        Destination.lease_owner.is_(None),
+        Destination.lease_owner == owner,
+        Destination.lease_until < now,
+    )
+    result = session.execute(
+        update(Destination)
+        .where(Destination.id == destination_id, free)
+        .values(lease_owner=owner, lease_until=now + timedelta(seconds=seconds))
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def give_up_lease(session: Session, destination_id: str, owner: str) -> None:
+    session.execute(
+        update(Destination)
+        .where(Destination.id == destination_id, Destination.lease_owner == owner)
+        .values(lease_owner=None, lease_until=None)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def unclaimed(session: Session, owner: str, now: datetime) -> list[str]:
+    """Destinations no live relay sends to, nor this one."""
+    query = select(Destination.id).where(
+        or_(Destination.lease_owner.is_(None), Destination.lease_until < now),
+    )
+    return [id_ for id_ in session.scalars(query) if id_]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A destination as its sender reads it at each pass."""
+
+    id: str
+    name: str
+    kind: str
+    paused: bool
+    rate_limit: float | None
+    fingerprint: str
+    connection: Connection
+
+
+def target(session: Session, destination_id: str, box: SecretBox) -> Target | None:
+    """The destination with its secrets decrypted; None once it is removed."""
+    row = session.get(Destination, destination_id)
+    if row is None:
+        return None
+    secrets_: dict[str, str] = json.loads(box.decrypt(row.ciphertext))
+    connection = Connection(settings=dict(row.settings), secrets=secrets_, shown=row.shown)
+    return Target(
+        row.id, row.name, row.kind, row.paused, row.rate_limit, row.fingerprint, connection
+    )
+
+
+class Due(NamedTuple):
+    """A forward to send now, and when it was written (its latency's start)."""
+
+    message: Message
+    created_at: datetime
+    attempts: int
+
+
+def due(
+    session: Session, destination_id: str, now: datetime, limit: int
+) -> tuple[list[Due], list[int]]:
+    """The destination's forwards to send now, oldest first, at most ``limit``; a keyed
+    one only if no earlier forward of its key waits for a later attempt or is dead (those
+    that are due come before it in the list). Also returns the forwards whose event has
+    lost its body: they cannot be sent."""
+    earlier = aliased(Forward)
+    blocked = exists().where(
+        earlier.destination_id == Forward.destination_id,
+        earlier.ordering_key == Forward.ordering_key,
+        earlier.id < Forward.id,
+        or_(
+            earlier.status == DEAD,
+            and_(earlier.status == PENDING, earlier.next_attempt_at > now),
+        ),
+    )
+    query = (
+        select(
+            Forward.id,
+            Forward.created_at,
+            Forward.attempts,
+            Forward.ordering_key,
+            Event.endpoint_id,
+            Event.provider,
+            Event.external_id,
+            Event.variant,
+            Event.type,
+            Event.received_at,
+            Event.body,
+            Event.headers,
+        )
+        .join(Event, Event.id == Forward.event_id)
+        .where(
+            Forward.destination_id == destination_id,
+            Forward.status == PENDING,
+            or_(Forward.next_attempt_at.is_(None), Forward.next_attempt_at <= now),
+            or_(Forward.ordering_key.is_(None), ~blocked),
+        )
+        .order_by(Forward.id)
+        .limit(limit)
+    )
+    found, bodiless = [], []
+    for row in session.execute(query):
+        if row.body is None:
+            bodiless.append(row.id)
+            continue
+        message = Message(
+            forward_id=row.id,
+            key=idempotency_key(row.endpoint_id, row.external_id, row.variant),
+            event_id=row.external_id,
+            type=row.type,
+            provider=row.provider,
+            endpoint_id=row.endpoint_id,
+            received_at=row.received_at,
+            ordering_key=row.ordering_key,
+            body=row.body,
+            content_type=_content_type(row.headers),
+        )
+        found.append(Due(message, row.created_at, row.attempts))
+    return found, bodiless
+
+
+def _content_type(headers: dict[str, str] | None) -> str:
+    for name, value in (headers or {}).items():
+        if name.lower() == "content-type":
+            return value
+    return "application/json"
+
+
+def send_in_order(
+    publisher: Publisher, messages: Sequence[Message]
+) -> list[tuple[Message, Outcome]]:
+    """Every message, in waves: each wave holds every unkeyed message (in the first) and
+    the next one of each key, sent together; a key whose message failed sends no more of
+    its own in this pass, so a key's messages reach the destination in their order."""
+    results: list[tuple[Message, Outcome]] = []
+    failed: set[str] = set()
+    remaining = list(messages)
+    while remaining:
+        wave: list[Message] = []
+        later: list[Message] = []
+        keys: set[str] = set()
+        for message in remaining:
+            key = message.ordering_key
+            if key is None:
+                wave.append(message)
+            elif key in failed:
+                continue
+            elif key in keys:
+                later.append(message)
+            else:
+                keys.add(key)
+                wave.append(message)
+        if not wave:
+            break
+        outcomes = publisher.publish(wave)
+        for message, outcome in zip(wave, outcomes, strict=True):
+            results.append((message, outcome))
+            if not outcome.delivered and message.ordering_key is not None:
+                failed.add(message.ordering_key)
+        remaining = later
+    return results
+
+
+class Tally(NamedTuple):
+    """A pass's outcomes: forwards delivered; attempts failed, of which ``dead`` were
+    the forward's last."""
+
+    delivered: int
+    failed: int
+    dead: int
+
+
+def record_outcomes(
+    session: Session,
+    destination_id: str,
+    sent: Sequence[tuple[Due, Outcome]],
+    bodiless: Sequence[int],
+    now: datetime,
+    policy: Policy,
+) -> Tally:
+    """Each forward's new state: delivered; or its next attempt after a pause that grows,
+    or dead after the last one, with the error."""
+    delivered = [due.message.forward_id for due, outcome in sent if outcome.delivered]
+    if delivered:
+        session.execute(
+            update(Forward)
+            .where(Forward.id.in_(delivered), Forward.status == PENDING)
+            .values(
+                status=DELIVERED,
+                attempts=Forward.attempts + 1,
+                delivered_at=now,
+                next_attempt_at=None,
+                last_error=None,
+            )
+            .execution_options(synchronize_session=False)
+        )
+    failures = []
+    dead = 0
+    for due, outcome in sent:
+        if outcome.delivered:
+            continue
+        number = due.attempts + 1
+        last = number >= policy.max_attempts
+        dead += last
+        failures.append(
+            {
+                "id": due.message.forward_id,
+                "status": DEAD if last else PENDING,
+                "attempts": number,
+                "next_attempt_at": None if last else now + retry_delay(number, policy),
+                "last_error": (outcome.error or "not acknowledged")[:ERROR_CHARS],
+            }
+        )
+    for forward_id in bodiless:
+        dead += 1
+        failures.append(
+            {
+                "id": forward_id,
+                "status": DEAD,
+                "attempts": 0,
+                "next_attempt_at": None,
+                "last_error": NO_BODY,
+            }
+        )
+    if failures:
+        session.execute(update(Forward), failures)
+    tally = Tally(len(delivered), len(failures), dead)
+    _add_up(session, destination_id, tally, failures, now)
+    return tally
+
+
+def _add_up(
+    session: Session,
+    destination_id: str,
+    tally: Tally,
+    failures: Sequence[Mapping[str, object]],
+    now: datetime,
+) -> None:
+    """The destination's totals and last outcomes (one sender writes them at a time)."""
+    values: dict[str, object] = {}
+    if tally.delivered:
+        values["delivered_total"] = Destination.delivered_total + tally.delivered
+        values["last_delivered_at"] = now
+    if failures:
+        values["failed_total"] = Destination.failed_total + tally.failed
+        values["last_failed_at"] = now
+        values["last_error"] = failures[-1]["last_error"]
+    if values:
+        session.execute(
+            update(Destination)
+            .where(Destination.id == destination_id)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+
+
+def retry_delay(attempt: int, policy: Policy) -> timedelta:
+    """Exponential backoff with jitter: between half and all of base * 2^(attempt-1)."""
+    ceiling = min(policy.retry_max_seconds, policy.retry_base_seconds * 2 ** (attempt - 1))
+    return timedelta(seconds=_random.uniform(ceiling / 2, ceiling))
