@@ -25,14 +25,20 @@ def keys_generate() -> None:
 @friendly
 def keys_rotate(ctx: click.Context) -> None:
     """Re-encrypt every stored secret, secret option and API credential with the first
-    key, and key the secrets' fingerprints to it; then older keys can be dropped."""
+    key (a forwarding destination's settings too), and key the secrets' fingerprints to
+    it; then older keys can be dropped."""
     from hooklatch import audit
     from hooklatch.endpoints.service import rotate_keys
+    from hooklatch.forwarding.destinations import rotate_destinations
     from hooklatch.reconcile.credentials import rotate_credentials
 
     runtime = runtime_of(ctx)
     with runtime.session_factory.begin() as session:
-        rotated = rotate_keys(session, runtime.box) + rotate_credentials(session, runtime.box)
+        rotated = (
+            rotate_keys(session, runtime.box)
+            + rotate_credentials(session, runtime.box)
+            + rotate_destinations(session, runtime.box)
+        )
         # Every secret's fingerprint changes: earlier entries name them by the old ones.
         audit.record(
             session,
