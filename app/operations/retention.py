@@ -53,6 +53,9 @@ from hooklatch.events.models import (
     OutboxEntry,
     Replay,
 )
+from hooklatch.forwarding.models import DEAD as FORWARD_DEAD
+from hooklatch.forwarding.models import PENDING as FORWARD_PENDING
+from hooklatch.forwarding.models import Forward
 from hooklatch.operations.models import (
     ConsoleSession,
     Heartbeat,
@@ -288,11 +291,13 @@ def _delete_heartbeats(session: Session, now: datetime) -> int:
 
 
 def _no_work_in_hand() -> ColumnElement[bool]:
-    """No outbox row and no replay waiting: a replay whose job skipped it (another worker
-    held it, then died) waits without an outbox row until the sweep writes one."""
+    """No outbox row, no replay and no forward waiting: a replay whose job skipped it
+    (another worker held it, then died) waits without an outbox row until the sweep
+    writes one; a forward waits while its destination is away or paused."""
     return and_(
         ~exists().where(OutboxEntry.event_id == Event.id),
         ~exists().where(Replay.event_id == Event.id, Replay.status == PENDING),
+        ~exists().where(Forward.event_id == Event.id, Forward.status == FORWARD_PENDING),
     )
 
 
@@ -308,6 +313,9 @@ def _prunable(cutoff: datetime) -> ColumnElement[bool]:
         Event.status.in_(finished),
         Event.received_at < cutoff,
         _no_work_in_hand(),
+        # A dead forward keeps its body, to be replayed; the event goes at its dedupe
+        # clock as a dead event does.
+        ~exists().where(Forward.event_id == Event.id, Forward.status == FORWARD_DEAD),
     )
 
 
