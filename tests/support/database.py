@@ -32,6 +32,8 @@ TABLES = (
     "ordering_keys",
     "console_sessions",
     "token_failures",
+    "forwards",
+    "destinations",
     "test_effects",
     "test_runs",
     "test_seen",

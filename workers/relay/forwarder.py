@@ -23,7 +23,9 @@ from hooklatch.workers.relay import background
 
 log = logging.getLogger(__name__)
 
-# The longest a sender waits after a pass in which its destination took nothing.
+# The longest a sender waits after a pass in which its destination took nothing (no
+# longer than a forward's longest pause either): a destination that is down is not
+# asked again for every forward that is due.
 DOWN_PAUSE_MAX_SECONDS = 30.0
 
 
@@ -139,7 +141,11 @@ class Sender:
         self.count(target.name, results, tally, acknowledged[1])
         if found and not tally.delivered:
             self.quiet_passes += 1
-            return min(DOWN_PAUSE_MAX_SECONDS, reconnect_delay(self.quiet_passes))
+            return min(
+                DOWN_PAUSE_MAX_SECONDS,
+                self.policy.retry_max_seconds,
+                reconnect_delay(self.quiet_passes),
+            )
         self.quiet_passes = 0
         return 0.0
 
