@@ -46,7 +46,7 @@ class Connection:
 class Kind(Protocol):
     name: ClassVar[str]
     # The settings it takes, each with whether it is a secret and what it is for.
-    fields: ClassVar[Mapping[str, "Field"]]
+    fields: ClassVar[Mapping[str, Field]]
 
     def check(self, given: Mapping[str, str]) -> Connection:
         """The settings given, checked and split; ValueError says what is wrong (never
