@@ -4,6 +4,9 @@ from the system error at the bottom of the exception's chain."""
 
 from __future__ import annotations
 
+import os
+import ssl
+
 from hooklatch.forwarding.kinds.base import Outcome
 
 
@@ -22,15 +25,27 @@ def os_reason(error: BaseException) -> str | None:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, OSError) and current.strerror and current.errno is not None:
-            return current.strerror[:1].lower() + current.strerror[1:]
+        words = _system_words(current)
+        if words:
+            return words[:1].lower() + words[1:]
         pending.extend(_causes(current))
     return None
 
 
+def _system_words(error: BaseException) -> str | None:
+    """An OSError's own text: the C library's for its errno (asyncio's strerror is "Connect
+    call failed" and the address), OpenSSL's for a TLS error (whose errno is OpenSSL's),
+    the resolver's for a host not found (a negative errno)."""
+    if not isinstance(error, OSError) or error.errno is None:
+        return None
+    if error.errno > 0 and not isinstance(error, ssl.SSLError):
+        return os.strerror(error.errno)
+    return error.strerror or None
+
+
 def _causes(error: BaseException) -> list[BaseException]:
-    """What ``error`` wraps: its cause and context, urllib3's ``reason``, and exceptions
-    passed as arguments (requests wraps urllib3's errors that way)."""
-    reason = getattr(error, "reason", None)
-    linked = [error.__cause__, error.__context__, reason, *error.args]
+    """What ``error`` wraps: its cause and context, urllib3's ``reason``, pika's
+    ``exception``, and exceptions passed as arguments (requests wraps urllib3's that way)."""
+    wrapped = [getattr(error, name, None) for name in ("reason", "exception")]
+    linked = [error.__cause__, error.__context__, *wrapped, *error.args]
     return [e for e in linked if isinstance(e, BaseException)]
