@@ -43,9 +43,8 @@ class HttpKind:
     def check(self, given: Mapping[str, str]) -> Connection:
         values = settings_of(self.name, self.fields, given)
         parts = checked_url(values["url"], schemes=("http", "https"))
-        if not values["signing_secret"].startswith(WHSEC_PREFIX) or not hmac_key(
-            values["signing_secret"]
-        ):
+        secret = values["signing_secret"]
+        if not (secret.startswith(WHSEC_PREFIX) and hmac_key(secret)):
             raise ValueError("signing_secret should be whsec_ followed by base64")
         return split(self.fields, values, shown=shown_url(parts))
 
