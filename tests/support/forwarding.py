@@ -1,19 +1,23 @@
-"""Forwarding under test: destinations added as every face adds them, a relay's
-forwarder run in the test process, and what the brokers on this machine hold."""
+"""Forwarding under test: messages as the tests send them, destinations added as every
+face adds them, a relay's forwarder run in the test process, and what the brokers on
+this machine hold."""
 
 from __future__ import annotations
 
 import base64
+import json
 import secrets
 import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import text
 
 from hooklatch.forwarding.destinations import Filter
+from hooklatch.forwarding.message import Message
 from hooklatch.runtime import Runtime
 from hooklatch.services import forwarding
 from hooklatch.workers.relay.forwarder import Forwarder
@@ -205,3 +209,22 @@ def redis_stream(url: str = REDIS_URL) -> Iterator[Any]:
     finally:
         client.delete(name)
         client.close()
+
+
+def message(
+    number: int = 1, *, ordering_key: str | None = None, body: bytes | None = None
+) -> Message:
+    """A forward of a Stripe event, its key unique to this call."""
+    event_id = f"evt_{uuid.uuid4().hex[:16]}"
+    return Message(
+        forward_id=number,
+        key=f"stripe:{event_id}",
+        event_id=event_id,
+        type="invoice.paid",
+        provider="stripe",
+        endpoint_id="ep_billing",
+        received_at=datetime(2026, 3, 1, 12, 0, number, tzinfo=UTC),
+        ordering_key=ordering_key,
+        body=json.dumps({"id": event_id, "n": number}).encode() if body is None else body,
+        content_type="application/json",
+    )

@@ -33,10 +33,11 @@ Handle = Callable[[Incoming], Answer]
 
 class LocalServer:
     """``handle`` answers each request, in the server's thread for it; ``url`` is
-    http://127.0.0.1:PORT (a free port). Use it as a context manager, or ``close`` it."""
+    http://127.0.0.1:PORT (``port``, or a free port). Use it as a context manager, or
+    ``close`` it."""
 
-    def __init__(self, handle: Handle) -> None:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(handle))
+    def __init__(self, handle: Handle, *, port: int = 0) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(handle))
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_port}"
         # A short poll: ``close`` waits for the loop to see it.
