@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import text
 
@@ -149,7 +149,8 @@ def jetstream(*, duplicate_window: float = 120.0, url: str = NATS_URL) -> Iterat
         found = []
         for sequence in range(1, total + 1):
             message = await stream.get_msg(name, sequence)
-            found.append((message.headers["Hooklatch-Idempotency-Key"], message.data))
+            headers = message.headers or {}
+            found.append((str(headers["Hooklatch-Idempotency-Key"]), bytes(message.data or b"")))
         await connection.close()
         return Received(found)
 
@@ -170,10 +171,10 @@ def jetstream(*, duplicate_window: float = 120.0, url: str = NATS_URL) -> Iterat
 @contextmanager
 def rabbit_queue(url: str = RABBIT_URL) -> Iterator[Any]:
     """A queue of its own on the default exchange; yields (settings, read back)."""
-    import pika
+    import pika  # type: ignore[import-untyped]
 
     name = unique("hooklatch-test-")
-    connection = pika.BlockingConnection(pika.URLParameters(RABBIT_URL))
+    connection = pika.BlockingConnection(pika.URLParameters(url))
     channel = connection.channel()
     channel.queue_declare(name, durable=True)
     held: list[tuple[str, bytes]] = []
@@ -198,10 +199,10 @@ def redis_stream(url: str = REDIS_URL) -> Iterator[Any]:
     import redis
 
     name = unique("hooklatch-test-")
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(url)
 
     def read() -> Received:
-        entries = client.xrange(name)
+        entries = cast(list[tuple[bytes, dict[bytes, bytes]]], client.xrange(name))
         return Received([(fields[b"key"].decode(), fields[b"body"]) for _, fields in entries])
 
     try:

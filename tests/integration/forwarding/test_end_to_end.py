@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -44,7 +46,11 @@ def bodies_by_key(runtime, endpoint):
         return {f"hooklatch:{endpoint}:{external_id}": bytes(body) for external_id, body in rows}
 
 
-BROKERS = {"nats": jetstream, "rabbitmq": rabbit_queue, "redis": redis_stream}
+BROKERS: dict[str, Callable[[], AbstractContextManager[Any]]] = {
+    "nats": jetstream,
+    "rabbitmq": rabbit_queue,
+    "redis": redis_stream,
+}
 
 
 @pytest.mark.parametrize("kind", sorted(BROKERS))
@@ -131,12 +137,11 @@ def test_a_thousand_events_reach_another_hooklatch_which_verifies_each(client, r
     assert answered == {200: EVENTS}
     # The receiver stored each as an event of its own, under its webhook-id: the key.
     with runtime.session_factory() as session:
-        stored = dict(
-            session.execute(
-                text("SELECT external_id, body FROM events WHERE endpoint_id = :e"),
-                {"e": receiving},
-            ).tuples()
+        rows = session.execute(
+            text("SELECT external_id, body FROM events WHERE endpoint_id = :e"),
+            {"e": receiving},
         )
+        stored = {external_id: body for external_id, body in rows}
     assert set(stored) == keys
     bodies = bodies_by_key(runtime, endpoint)
     assert all(bytes(stored[key]) == bodies[key] for key in keys)

@@ -36,9 +36,11 @@ from tests.support.proxy import TcpProxy
 
 @pytest.fixture
 def quick(runtime):
-    """Retries within a second, a destination's answer within two, a lease of two."""
+    """Retries within a second, a destination's answer within two, a lease of two; and
+    attempts enough that an outage of a minute leaves no forward dead."""
     runtime.settings = replace(
         runtime.settings,
+        forward_max_attempts=1000,
         forward_retry_base_seconds=0.05,
         forward_retry_max_seconds=0.5,
         forward_timeout_seconds=2.0,

@@ -25,7 +25,12 @@ def redis_destination(runtime, **selects):
 def forwarded(runtime):
     """(event id, destination id) of every forward."""
     with runtime.session_factory() as session:
-        return set(session.execute(text("SELECT event_id, destination_id FROM forwards")).tuples())
+        return set(
+            (
+                tuple(row)
+                for row in session.execute(text("SELECT event_id, destination_id FROM forwards"))
+            )
+        )
 
 
 def test_each_processed_event_goes_to_every_destination_its_filter_matches(client, runtime, router):
