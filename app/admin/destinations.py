@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import cast
 
 from flask.typing import ResponseReturnValue
+from sqlalchemy.exc import IntegrityError
 
 from hooklatch.admin.blueprint import bp, store_errors_as_503
 from hooklatch.admin.inputs import (
@@ -22,7 +23,7 @@ from hooklatch.admin.inputs import (
     known_fields,
     text_field,
 )
-from hooklatch.errors import BadRequest, storable
+from hooklatch.errors import BadRequest, Conflict, storable
 from hooklatch.forwarding.destinations import Filter, ReplaySet
 from hooklatch.forwarding.models import DEAD
 from hooklatch.jsontypes import JSON, JSONObject
@@ -52,15 +53,20 @@ def add_destination() -> ResponseReturnValue:
     data = known_fields(json_object(), ADD_FIELDS)
     name, kind = _required(data, "name"), _required(data, "kind")
     with store_errors_as_503():
-        body = forwarding.add_destination(
-            current_runtime(),
-            name=name,
-            kind=kind,
-            given=_settings(data),
-            selects=_filter(data.get("filter"), Filter()),
-            rate_limit=_rate(data),
-            actor=api_actor(data),
-        )
+        try:
+            body = forwarding.add_destination(
+                current_runtime(),
+                name=name,
+                kind=kind,
+                given=_settings(data),
+                selects=_filter(data.get("filter"), Filter()),
+                rate_limit=_rate(data),
+                actor=api_actor(data),
+            )
+        except IntegrityError as exc:  # the same name, added at the same moment elsewhere
+            raise Conflict(
+                f"a destination is named {name!r} already", reason="destination_exists"
+            ) from exc
     return body, 201, {"Location": f"{bp.url_prefix}/destinations/{body['id']}"}
 
 
