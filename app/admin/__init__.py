@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 def init_api(app: Flask) -> None:
     """Serve the admin API under /admin on ``app``."""
     # Imported for the routes they register on the blueprint.
-    from hooklatch.admin import endpoints, openapi, provider_side, views  # noqa: F401
+    from hooklatch.admin import destinations, endpoints, openapi, provider_side, views  # noqa: F401
     from hooklatch.admin.blueprint import bp
 
     app.register_blueprint(bp)

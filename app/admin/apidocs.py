@@ -18,6 +18,7 @@ JSON = dict[str, Any]
 BASE = "https://hooks.example.com"
 EXAMPLE_PATH = {
     "endpoint": "billing",
+    "destination": "warehouse",
     "event_id": "1234",
     "batch_id": "7",
     "secret_ref": "3f9a1c2b7d4e",

@@ -6,6 +6,7 @@ import click
 
 from hooklatch.cli.cleanup import cleanup
 from hooklatch.cli.db import db
+from hooklatch.cli.destinations import destinations
 from hooklatch.cli.endpoints import endpoints
 from hooklatch.cli.events import events
 from hooklatch.cli.keys import keys
@@ -39,6 +40,7 @@ for command in (
     endpoints,
     events,
     ordering,
+    destinations,
     relay,
     worker,
     serve,

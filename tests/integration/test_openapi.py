@@ -8,6 +8,7 @@ import json
 
 from hooklatch.admin.openapi import spec_text
 from hooklatch.workers.relay.reconcile import ReconcileRunner
+from tests.integration.test_destinations_api import http_body, seed_forwards
 from tests.integration.test_ordering_surfaces import fifo_endpoint, park
 from tests.support.openapi import Described, DescribedClient, described_routes, served_routes
 from tests.support.pipeline import deliver, make_dead, make_endpoint
@@ -98,6 +99,22 @@ def test_every_operation_answers_as_described(client, runtime, github):
     api.post("/admin/endpoints/shop/keys/release", json=release)
     api.post("/admin/endpoints/shop/keys/release", json=release)  # 404 not_parked
     api.get("/admin/audit?limit=100")
+
+    # Destinations, and a replay of their forwards.
+    destination = http_body(filter={"endpoint": "billing", "types": ["x.*"]}, rate_limit=2)
+    warehouse = api.post("/admin/destinations", json=destination).json
+    api.post("/admin/destinations", json=destination)  # 409 destination_exists
+    api.post("/admin/destinations", json=http_body(name="other", kind="pigeon"))  # 400
+    seed_forwards(runtime, warehouse["id"], {dead[1]: "dead", dead[2]: "dead"})
+    api.get("/admin/destinations")
+    api.get(f"/admin/destinations/{warehouse['id']}")
+    api.get("/admin/destinations/nosuch")  # 404 unknown_destination
+    api.open("patch", "/admin/destinations/warehouse", json={"rate_limit": None})
+    api.post("/admin/destinations/warehouse/pause")
+    api.post("/admin/destinations/warehouse/resume")
+    api.post("/admin/destinations/warehouse/replay", json={"dry_run": True})
+    api.post("/admin/destinations/warehouse/replay", json={"type": "x.*", "reason": "fixed"})
+    api.delete("/admin/destinations/warehouse")
 
     # The provider side, against a local server that answers as GitHub's API does.
     place = {"api_url": github.url, "scope": "repos/acme/widgets"}
