@@ -58,3 +58,24 @@ def test_the_strict_build_fails_on(tmp_path, pages, complaint):
     result = build(tmp_path, pages)
     assert result.returncode != 0, result.stderr
     assert complaint in result.stderr
+
+
+RECIPES = {
+    "forwarding-http.md": "http_receiver.py",
+    "forwarding-nats.md": "nats_consumer.py",
+    "forwarding-rabbitmq.md": "rabbitmq_consumer.py",
+    "forwarding-redis.md": "redis_consumer.py",
+}
+
+
+@pytest.mark.parametrize(("page", "recipe"), RECIPES.items())
+def test_a_forwarding_page_shows_its_consumer_recipe_as_the_file_is(page, recipe):
+    """The site has no include: each kind's page carries its recipe, which
+    tests/integration/forwarding runs from examples/forwarding/; the two must not drift."""
+    text = (ROOT / "docs" / page).read_text()
+    shown = text.split(f"`examples/forwarding/{recipe}`:\n\n```python\n", 1)
+    assert len(shown) == 2, f"docs/{page} does not show examples/forwarding/{recipe}"
+    code = (ROOT / "examples" / "forwarding" / recipe).read_text()
+    assert shown[1].split("```\n", 1)[0] == code, (
+        f"docs/{page} shows another examples/forwarding/{recipe}: paste the file again"
+    )
