@@ -24,7 +24,7 @@ from hooklatch.admin.inputs import (
     text_field,
 )
 from hooklatch.errors import BadRequest, Conflict, storable
-from hooklatch.forwarding.destinations import Filter, ReplaySet
+from hooklatch.forwarding.destinations import UNCHANGED, Filter, ReplaySet
 from hooklatch.forwarding.models import DEAD
 from hooklatch.jsontypes import JSON, JSONObject
 from hooklatch.runtime import current_runtime
@@ -96,7 +96,7 @@ def change_destination(destination: str) -> ResponseReturnValue:
             destination,
             given=_settings(data) if "settings" in data else None,
             selects=selects,
-            rate_limit=_rate(data) if "rate_limit" in data else False,
+            rate_limit=_rate(data) if "rate_limit" in data else UNCHANGED,
             actor=api_actor(data),
         )
 

@@ -21,7 +21,7 @@ from hooklatch.cli.setting_input import (
     SET_HELP,
     read_settings,
 )
-from hooklatch.forwarding.destinations import Filter, ReplaySet
+from hooklatch.forwarding.destinations import UNCHANGED, Filter, Keep, ReplaySet
 from hooklatch.forwarding.models import DEAD, STATUSES
 
 TYPES_HELP = "Event types to forward, as comma-separated globs (invoice.*,charge.failed)."
@@ -279,13 +279,13 @@ def destinations_change(
             (known["provider"] if provider is None else provider) or None,
             tuple(known["types"]) if types is None else _types(types),
         )
-    # False: the rate limit stays as it is; None: no limit.
-    rate: float | bool | None = False
+    # None: no limit.
+    rate: float | Keep | None = UNCHANGED
     if no_rate_limit:
         rate = None
     elif rate_limit is not None:
         rate = _rate(rate_limit)
-    if given is None and selects is None and rate is False:
+    if given is None and selects is None and rate is UNCHANGED:
         raise click.UsageError("nothing to change: see hooklatch destinations change --help")
     shown = change_destination(
         runtime, destination, given=given, selects=selects, rate_limit=rate, actor=cli_actor()

@@ -7,13 +7,16 @@ commit."""
 from __future__ import annotations
 
 import json
+import math
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from fnmatch import fnmatchcase
 
 from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from hooklatch import audit
@@ -31,6 +34,15 @@ from hooklatch.jsontypes import JSON, JSONObject
 # sends again (a larger set is replayed in several, each audited).
 MAX_TYPES = 50
 REPLAY_MAX = 10_000
+
+
+class Keep(Enum):
+    """A setting a change leaves as it is."""
+
+    UNCHANGED = "unchanged"
+
+
+UNCHANGED = Keep.UNCHANGED
 
 
 @dataclass(frozen=True)
@@ -54,7 +66,7 @@ def check_types(types: Sequence[str]) -> tuple[str, ...]:
 
 
 def check_rate(rate_limit: float | None) -> float | None:
-    if rate_limit is not None and not rate_limit > 0:
+    if rate_limit is not None and not (rate_limit > 0 and math.isfinite(rate_limit)):
         raise BadRequest(
             "a rate limit is a number of forwards a second, more than 0", reason="bad_destination"
         )
@@ -132,8 +144,13 @@ def add_destination(
         updated_at=now,
     )
     _store_connection(row, connection, box)
-    session.add(row)
-    session.flush()
+    try:
+        with session.begin_nested():
+            session.add(row)
+    except IntegrityError as exc:  # the same name added at the same moment elsewhere
+        raise Conflict(
+            f"a destination is named {name!r} already", reason="destination_exists"
+        ) from exc
     _record(session, row, "destination.added", actor, now, described(row))
     return row
 
@@ -144,14 +161,14 @@ def change_destination(
     *,
     given: Mapping[str, str] | None = None,
     selects: Filter | None = None,
-    rate_limit: float | bool | None = False,
+    rate_limit: float | Keep | None = UNCHANGED,
     box: SecretBox,
     actor: str,
     now: datetime,
 ) -> Destination:
     """New settings (all of them: a rotated password, another URL), filter, or rate limit
-    (``None``: no limit; ``False``: unchanged). Forwards waiting keep waiting, and go
-    out with the new settings."""
+    (``None``: no limit). Forwards waiting keep waiting, and go out with the new
+    settings."""
     if given is not None:
         _store_connection(row, _connection(row.kind, given), box)
     if selects is not None:
@@ -161,8 +178,8 @@ def change_destination(
             chosen.provider,
             list(chosen.types),
         )
-    if rate_limit is not False:
-        row.rate_limit = check_rate(rate_limit if rate_limit is not True else None)
+    if not isinstance(rate_limit, Keep):
+        row.rate_limit = check_rate(rate_limit)
     row.updated_at = now
     session.flush()
     _record(session, row, "destination.changed", actor, now, described(row))
@@ -232,8 +249,11 @@ def replay_forwards(
     now: datetime,
 ) -> JSONObject:
     """The forwards chosen, sent again with their own key, oldest first, under the rate
-    limit (a forward waiting already is left as it is). A dry run only counts them."""
+    limit (a forward waiting already is left as it is). A dry run only counts them; a
+    replay says why (``reason_required``)."""
     audit.check_reason(reason)
+    if not dry_run and not (reason or "").strip():
+        raise BadRequest("a replay needs a reason, for the audit log", reason="reason_required")
     chosen = chosen.checked()
     query = (
         select(Forward.id, Event.type)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from sqlalchemy import select
 
 from hooklatch.forwarding import destinations as service
-from hooklatch.forwarding.destinations import Filter, ReplaySet
+from hooklatch.forwarding.destinations import UNCHANGED, Filter, Keep, ReplaySet
 from hooklatch.forwarding.models import Destination
 from hooklatch.jsontypes import JSONObject
 from hooklatch.runtime import Runtime
@@ -60,10 +60,10 @@ def change_destination(
     *,
     given: Mapping[str, str] | None = None,
     selects: Filter | None = None,
-    rate_limit: float | bool | None = False,
+    rate_limit: float | Keep | None = UNCHANGED,
     actor: str,
 ) -> JSONObject:
-    """``rate_limit``: a number, ``None`` for no limit, ``False`` to leave it."""
+    """``rate_limit``: a number, ``None`` for no limit, or left as it is."""
     with runtime.session_factory.begin() as session:
         row = service.get_destination(session, ref)
         service.change_destination(

@@ -171,7 +171,7 @@ def jetstream(*, duplicate_window: float = 120.0, url: str = NATS_URL) -> Iterat
 @contextmanager
 def rabbit_queue(url: str = RABBIT_URL) -> Iterator[Any]:
     """A queue of its own on the default exchange; yields (settings, read back)."""
-    import pika  # type: ignore[import-untyped]
+    import pika
 
     name = unique("hooklatch-test-")
     connection = pika.BlockingConnection(pika.URLParameters(url))

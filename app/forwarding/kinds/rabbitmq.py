@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-import pika  # type: ignore[import-untyped]
-from pika.adapters.blocking_connection import (  # type: ignore[import-untyped]
+import pika
+from pika.adapters.blocking_connection import (
     BlockingChannel,
     BlockingConnection,
 )
-from pika.exceptions import (  # type: ignore[import-untyped]
+from pika.exceptions import (
     AMQPError,
     ChannelClosed,
     ConnectionClosed,

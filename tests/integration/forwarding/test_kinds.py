@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import nats
-import pika  # type: ignore[import-untyped]
+import pika
 import pytest
 import redis as redis_lib
 from standardwebhooks.webhooks import Webhook

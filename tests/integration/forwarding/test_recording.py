@@ -26,10 +26,8 @@ def forwarded(runtime):
     """(event id, destination id) of every forward."""
     with runtime.session_factory() as session:
         return set(
-            (
-                tuple(row)
-                for row in session.execute(text("SELECT event_id, destination_id FROM forwards"))
-            )
+            tuple(row)
+            for row in session.execute(text("SELECT event_id, destination_id FROM forwards"))
         )
 
 
