@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-# The names every kind uses, as HTTP headers, NATS and AMQP headers, or a stream's fields
-# (lower-cased there).
+# The names every kind uses, as HTTP headers and NATS and AMQP headers; a Redis stream's
+# fields are short names of their own (hooklatch.forwarding.kinds.redis_streams).
 KEY = "Hooklatch-Idempotency-Key"
 EVENT_ID = "Hooklatch-Event-Id"
 EVENT_TYPE = "Hooklatch-Event-Type"
