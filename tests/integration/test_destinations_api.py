@@ -19,9 +19,9 @@ from tests.support.pipeline import deliver, make_endpoint
 from tests.support.provider_apis import stored_nowhere
 
 HTTP_URL = "https://hooks.example.net/in?token=tok_url_secret_5b1e77"
-SIGNING_SECRET = "whsec_forwarding_signing_secret_8c2d41"
+SIGNING_SECRET = "whsec_Zm9yd2FyZGluZy1zaWduaW5nLXNlY3JldC04YzJkNDE="
 ROTATED_URL = "https://hooks.example.net/v2?token=tok_rotated_secret_0a9f3c"
-ROTATED_SECRET = "whsec_forwarding_rotated_secret_6e7b20"
+ROTATED_SECRET = "whsec_Zm9yd2FyZGluZy1yb3RhdGVkLXNlY3JldC02ZTdiMjA="
 NATS_URL = "nats://forwarder:nats_password_31f9aa@nats.example.net:4222"
 SECRETS = [HTTP_URL, SIGNING_SECRET, ROTATED_URL, ROTATED_SECRET, NATS_URL]
 # What a secret setting is recognised by, should it be stored or shown in part.
