@@ -60,7 +60,7 @@ def change_destination(
     *,
     given: Mapping[str, str] | None = None,
     selects: Filter | None = None,
-    rate_limit: float | None | bool = False,
+    rate_limit: float | bool | None = False,
     actor: str,
 ) -> JSONObject:
     """``rate_limit``: a number, ``None`` for no limit, ``False`` to leave it."""
