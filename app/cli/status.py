@@ -17,9 +17,12 @@ from hooklatch.operations.provider_status import drift_texts
 
 # Exit codes: 0 all well, 1 the database could not be read (or a setting is wrong),
 # 2 read, but there are problems: a relay or a worker is missing (events would be stored
-# and never handled), or a provider is not sending every event (a webhook that drifted,
-# a reconcile that failed or whose credential is refused).
+# and never handled), a provider is not sending every event (a webhook that drifted,
+# a reconcile that failed or whose credential is refused), or a destination is not getting
+# its forwards (some are dead, or one not paused has waited over 10 minutes).
 PROBLEMS = 2
+# The characters of a destination's last error shown (--json has all of it).
+ERROR_SHOWN = 200
 
 
 @click.command("status")
@@ -28,8 +31,8 @@ PROBLEMS = 2
 @friendly
 def status(ctx: click.Context, as_json: bool) -> None:
     """Processes alive, events waiting, dead and due, refusals, cleanup's last pass, the
-    ordering keys that are blocked, and each endpoint's reconcile and webhook at its
-    provider."""
+    ordering keys that are blocked, each endpoint's reconcile and webhook at its
+    provider, and each destination's forwards waiting and dead."""
     from hooklatch.operations.status import read_status, unhealthy
 
     runtime = runtime_of(ctx)
@@ -90,6 +93,7 @@ def lines(figures: dict[str, Any], problems: list[str]) -> list[str]:
     )
     out += _blocked(figures["blocked_keys_count"], figures["blocked_keys"])
     out += _reconcile(figures["provider_sides"])
+    out += _forwarding(figures["destinations"])
     out += [f"PROBLEM: {problem}" for problem in problems]
     return out
 
@@ -127,6 +131,31 @@ def _reconcile(sides: list[dict[str, Any]]) -> list[str]:
         )
         out += _webhook(side["provider"], side["webhook"])
     return out
+
+
+def _forwarding(destinations: list[dict[str, Any]]) -> list[str]:
+    """Each destination: paused or not, its forwards waiting (and the oldest's age) and
+    dead, what it took, and its last error on one line, escaped."""
+    if not destinations:
+        return ["forwarding: no destination"]
+    out = ["forwarding:"]
+    for d in destinations:
+        kind = printable(d["kind"]) + (", PAUSED" if d["paused"] else "")
+        oldest = d["oldest_pending_seconds"]
+        waiting = f"{d['pending']} pending" + (f" (oldest {_age(oldest)})" if oldest else "")
+        line = (
+            f"  {printable(d['name'])} ({kind}): {waiting}, {d['dead']} dead, "
+            f"{d['delivered']} delivered, {counted(d['failed_attempts'], 'failed attempt')}"
+        )
+        if d["last_error"]:
+            when = shown_time(d["last_failed_at"]) if d["last_failed_at"] else "?"
+            line += f"; last error {when}: {_cut(printable(d['last_error']))}"
+        out.append(line)
+    return out
+
+
+def _cut(text: str, most: int = ERROR_SHOWN) -> str:
+    return text if len(text) <= most else text[: most - 1] + "\N{HORIZONTAL ELLIPSIS}"
 
 
 def _webhook(provider: str, webhook: dict[str, Any] | None) -> list[str]:

@@ -87,7 +87,7 @@ def forwarding_problems(states: Sequence[Mapping[str, Any]]) -> list[str]:
     older than OLD_BACKLOG. A paused destination's backlog is someone's choice."""
     problems = []
     for state in states:
-        who = f"destination {visible(state['name'])} ({state['kind']})"
+        who = f"destination {visible(state['name'])} ({visible(state['kind'])})"
         if state["dead"]:
             problems.append(
                 f"{who}: {counted(state['dead'], 'forward')} dead, never sent: replay them "
