@@ -11,7 +11,7 @@ from hooklatch.cli.context import friendly, runtime_of
 from hooklatch.cli.ordering import blocked_line
 from hooklatch.cli.output import echo_json, printable
 from hooklatch.cli.provider_side import webhook_line
-from hooklatch.display import counted, shown_time
+from hooklatch.display import counted, shown_age, shown_time
 from hooklatch.logs import one_line
 from hooklatch.operations.provider_status import drift_texts
 
@@ -123,7 +123,7 @@ def _reconcile(sides: list[dict[str, Any]]) -> list[str]:
             when = shown_time(run["started_at"])
             last = f"last run {when}{dry}: {ended}, {run['missing']} missing found"
         cursor = side["cursor_age_seconds"]
-        ages = f"cursor {_age(cursor)} old" if cursor is not None else "no cursor yet"
+        ages = f"cursor {shown_age(cursor)} old" if cursor is not None else "no cursor yet"
         failures = ", ".join(f"{reason} {n}" for reason, n in sorted(errors.items())) or "none"
         out.append(
             f"  {side['endpoint_id']} {printable(side['name'])} ({side['provider']}): {last}; "
@@ -142,7 +142,7 @@ def _forwarding(destinations: list[dict[str, Any]]) -> list[str]:
     for d in destinations:
         kind = printable(d["kind"]) + (", PAUSED" if d["paused"] else "")
         oldest = d["oldest_pending_seconds"]
-        waiting = f"{d['pending']} pending" + (f" (oldest {_age(oldest)})" if oldest else "")
+        waiting = f"{d['pending']} pending" + (f" (oldest {shown_age(oldest)})" if oldest else "")
         line = (
             f"  {printable(d['name'])} ({kind}): {waiting}, {d['dead']} dead, "
             f"{d['delivered']} delivered, {counted(d['failed_attempts'], 'failed attempt')}"
@@ -169,13 +169,6 @@ def _webhook(provider: str, webhook: dict[str, Any] | None) -> list[str]:
     if webhook["seen"]["error"]:
         out.append(f"    it could not be read: {printable(webhook['seen']['error'])}")
     return out
-
-
-def _age(seconds: float) -> str:
-    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
-        if seconds >= size:
-            return f"{seconds / size:.1f} {unit}"
-    return f"{seconds:g} s"
 
 
 def _oldest(seconds: float | None) -> str:
