@@ -10,8 +10,8 @@ doubled, so that the text ``\\u202e`` and the character U+202E never look alike.
 shown is only for reading: stored values, form fields, JSON answers and downloads keep
 the text as it is.
 
-Counts with their nouns (``counted``) and times (``shown_time``) are written here too,
-the same way on every page and in every command.
+Counts with their nouns (``counted``), times (``shown_time``) and ages (``shown_age``)
+are written here too, the same way on every page and in every command.
 """
 
 from __future__ import annotations
@@ -66,3 +66,11 @@ def shown_time(moment: datetime | str) -> str:
     """A time as a person reads it: ``2026-11-26 12:37:29 UTC``, to the second (cut, not
     rounded: never later than it was)."""
     return utc_time(moment).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def shown_age(seconds: float) -> str:
+    """How long, as a person reads it: ``42 s``, ``19.4 min``, ``3.0 h``, ``2.1 d``."""
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:g} s"

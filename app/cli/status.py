@@ -11,15 +11,18 @@ from hooklatch.cli.context import friendly, runtime_of
 from hooklatch.cli.ordering import blocked_line
 from hooklatch.cli.output import echo_json, printable
 from hooklatch.cli.provider_side import webhook_line
-from hooklatch.display import counted, shown_time
+from hooklatch.display import counted, shown_age, shown_time
 from hooklatch.logs import one_line
 from hooklatch.operations.provider_status import drift_texts
 
 # Exit codes: 0 all well, 1 the database could not be read (or a setting is wrong),
 # 2 read, but there are problems: a relay or a worker is missing (events would be stored
-# and never handled), or a provider is not sending every event (a webhook that drifted,
-# a reconcile that failed or whose credential is refused).
+# and never handled), a provider is not sending every event (a webhook that drifted,
+# a reconcile that failed or whose credential is refused), or a destination is not getting
+# its forwards (some are dead, or one not paused has waited over 10 minutes).
 PROBLEMS = 2
+# The characters of a destination's last error shown (--json has all of it).
+ERROR_SHOWN = 200
 
 
 @click.command("status")
@@ -28,8 +31,8 @@ PROBLEMS = 2
 @friendly
 def status(ctx: click.Context, as_json: bool) -> None:
     """Processes alive, events waiting, dead and due, refusals, cleanup's last pass, the
-    ordering keys that are blocked, and each endpoint's reconcile and webhook at its
-    provider."""
+    ordering keys that are blocked, each endpoint's reconcile and webhook at its
+    provider, and each destination's forwards waiting and dead."""
     from hooklatch.operations.status import read_status, unhealthy
 
     runtime = runtime_of(ctx)
@@ -90,6 +93,7 @@ def lines(figures: dict[str, Any], problems: list[str]) -> list[str]:
     )
     out += _blocked(figures["blocked_keys_count"], figures["blocked_keys"])
     out += _reconcile(figures["provider_sides"])
+    out += _forwarding(figures["destinations"])
     out += [f"PROBLEM: {problem}" for problem in problems]
     return out
 
@@ -119,7 +123,7 @@ def _reconcile(sides: list[dict[str, Any]]) -> list[str]:
             when = shown_time(run["started_at"])
             last = f"last run {when}{dry}: {ended}, {run['missing']} missing found"
         cursor = side["cursor_age_seconds"]
-        ages = f"cursor {_age(cursor)} old" if cursor is not None else "no cursor yet"
+        ages = f"cursor {shown_age(cursor)} old" if cursor is not None else "no cursor yet"
         failures = ", ".join(f"{reason} {n}" for reason, n in sorted(errors.items())) or "none"
         out.append(
             f"  {side['endpoint_id']} {printable(side['name'])} ({side['provider']}): {last}; "
@@ -127,6 +131,31 @@ def _reconcile(sides: list[dict[str, Any]]) -> list[str]:
         )
         out += _webhook(side["provider"], side["webhook"])
     return out
+
+
+def _forwarding(destinations: list[dict[str, Any]]) -> list[str]:
+    """Each destination: paused or not, its forwards waiting (and the oldest's age) and
+    dead, what it took, and its last error on one line, escaped."""
+    if not destinations:
+        return ["forwarding: no destination"]
+    out = ["forwarding:"]
+    for d in destinations:
+        kind = printable(d["kind"]) + (", PAUSED" if d["paused"] else "")
+        oldest = d["oldest_pending_seconds"]
+        waiting = f"{d['pending']} pending" + (f" (oldest {shown_age(oldest)})" if oldest else "")
+        line = (
+            f"  {printable(d['name'])} ({kind}): {waiting}, {d['dead']} dead, "
+            f"{d['delivered']} delivered, {counted(d['failed_attempts'], 'failed attempt')}"
+        )
+        if d["last_error"]:
+            when = shown_time(d["last_failed_at"]) if d["last_failed_at"] else "?"
+            line += f"; last error {when}: {_cut(printable(d['last_error']))}"
+        out.append(line)
+    return out
+
+
+def _cut(text: str, most: int = ERROR_SHOWN) -> str:
+    return text if len(text) <= most else text[: most - 1] + "\N{HORIZONTAL ELLIPSIS}"
 
 
 def _webhook(provider: str, webhook: dict[str, Any] | None) -> list[str]:
@@ -140,13 +169,6 @@ def _webhook(provider: str, webhook: dict[str, Any] | None) -> list[str]:
     if webhook["seen"]["error"]:
         out.append(f"    it could not be read: {printable(webhook['seen']['error'])}")
     return out
-
-
-def _age(seconds: float) -> str:
-    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
-        if seconds >= size:
-            return f"{seconds / size:.1f} {unit}"
-    return f"{seconds:g} s"
 
 
 def _oldest(seconds: float | None) -> str:

@@ -1,7 +1,9 @@
 """The gauges read from the database for /metrics: outbox rows waiting and the age of the
 oldest, pending and dead events, blocked ordering keys, relays and workers alive (by
-heartbeat); and, where the scrape needs the token (the web's), each endpoint's reconcile
-(hooklatch.operations.reconcile_metrics), whose labels name endpoints.
+heartbeat), each destination's forwards waiting and dead and whether it is paused
+(hooklatch.operations.forwarding_metrics: by destination name, as the relays' own
+forward counts are); and, where the scrape needs the token (the web's), each endpoint's
+reconcile (hooklatch.operations.reconcile_metrics), whose labels name endpoints.
 
 A scrape never waits for these queries: it is answered from the last values read, and
 when they are older than HOOKLATCH_METRICS_CACHE_SECONDS it starts one refresh in the
@@ -25,9 +27,12 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import case, func, select
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
 
 from hooklatch.db import READ_ONLY
 from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
+from hooklatch.operations.forwarding import DestinationSignals, destination_signals
+from hooklatch.operations.forwarding_metrics import forwarding_families
 from hooklatch.operations.models import Heartbeat
 from hooklatch.operations.reconcile_metrics import reconcile_families
 from hooklatch.ordering.service import count_blocked
@@ -69,12 +74,14 @@ class Backlog:
     alive: dict[str, int]
     blocked_keys: int = 0
     reconcile: tuple[EndpointSignals, ...] = ()
+    destinations: tuple[DestinationSignals, ...] = ()
 
 
 def read_backlog(runtime: Runtime, *, per_endpoint: bool = False) -> Backlog:
-    """Small queries on indexed columns, the heartbeats (a row per process) and the keyed
-    pending events (a partial index), in one reading transaction; with ``per_endpoint``,
-    one more for the reconcile of each endpoint with a credential."""
+    """Small queries on indexed columns, the heartbeats (a row per process), the keyed
+    pending events (a partial index), the destinations (a row each) with their pending
+    and dead forwards (partial indexes), in one reading transaction; with
+    ``per_endpoint``, one more for the reconcile of each endpoint with a credential."""
     now = runtime.clock()
     every = runtime.settings.heartbeat_seconds
     connection = runtime.engine.connect().execution_options(**{READ_ONLY: True})
@@ -95,6 +102,8 @@ def read_backlog(runtime: Runtime, *, per_endpoint: bool = False) -> Backlog:
         beats = connection.execute(select(Heartbeat.kind, Heartbeat.beat_at, Heartbeat.state)).all()
         blocked = count_blocked(connection)
         reconcile = tuple(read_signals(connection)) if per_endpoint else ()
+        with Session(bind=connection) as session:  # in the same reading transaction
+            forwarding = destination_signals(session, now=now)
     alive = {kind: 0 for kind in kinds(runtime.settings)}
     for kind, beat_at, state in beats:
         if kind in alive and beat_alive(beat_at, state, now, every):
@@ -107,6 +116,7 @@ def read_backlog(runtime: Runtime, *, per_endpoint: bool = False) -> Backlog:
         alive=alive,
         blocked_keys=blocked,
         reconcile=reconcile,
+        destinations=forwarding,
     )
 
 
@@ -174,6 +184,7 @@ class BacklogCollector(Collector):
         for kind, count in values.alive.items():
             alive.add_metric([kind], count)
         yield alive
+        yield from forwarding_families(values.destinations)
         if self.per_endpoint:
             interval = self.runtime.settings.reconcile_interval_seconds
             yield from reconcile_families(values.reconcile, interval=interval)

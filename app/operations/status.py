@@ -1,11 +1,13 @@
-"""What `hooklatch status` shows: processes, backlog, failures, cleanup and the providers'
-side of endpoints (hooklatch.operations.provider_status), in one read.
+"""What `hooklatch status` shows: processes, backlog, failures, cleanup, the providers'
+side of endpoints (hooklatch.operations.provider_status) and the destinations forwarded
+to (hooklatch.operations.forwarding), in one read.
 
 Every query reads an index or a small table, so it answers at once on millions of
 events: pending and due retries by ``(status, next_attempt_at)``, dead events by the
 same index, the outbox (work in hand only), refusal counts (one row per endpoint and
 reason), heartbeats (one row per process), blocked ordering keys (keyed pending events by
-their partial index, and the ordering_keys rows parked).
+their partial index, and the ordering_keys rows parked), destinations (one row each) with
+their pending and dead forwards (by those states' partial indexes).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from hooklatch.db import READ_ONLY
 from hooklatch.endpoints.models import Refusal
 from hooklatch.events.models import DEAD, PENDING, Event, OutboxEntry
 from hooklatch.operations.backlog import beat_alive, kinds
+from hooklatch.operations.forwarding import destination_states, forwarding_problems
 from hooklatch.operations.models import Heartbeat
 from hooklatch.operations.provider_status import provider_problems, provider_sides
 from hooklatch.ordering.service import blocked_keys, count_blocked
@@ -59,6 +62,7 @@ def read_status(runtime: Runtime) -> dict[str, Any]:
         with Session(bind=connection) as session:  # in the same reading transaction
             blocked = blocked_keys(session, limit=BLOCKED_SHOWN) if blocked_total else []
             sides = provider_sides(session, now=now)
+            destinations = destination_states(session, now=now)
     every = runtime.settings.heartbeat_seconds
     processes = [_process(row, now, every) for row in beats]
     return {
@@ -90,6 +94,7 @@ def read_status(runtime: Runtime) -> dict[str, Any]:
         "blocked_keys_count": blocked_total,
         "blocked_keys": [b.as_json() for b in blocked],
         "provider_sides": sides,
+        "destinations": destinations,
     }
 
 
@@ -117,7 +122,12 @@ def _age(now: datetime, then: datetime | None) -> float | None:
 
 
 def unhealthy(status: dict[str, Any]) -> list[str]:
-    """Why this deployment cannot process events now, or is not getting every event its
-    providers send (empty: all is well)."""
+    """Why this deployment cannot process events now, is not getting every event its
+    providers send, or is not handing them on to the systems behind it (empty: all is
+    well)."""
     missing = [] if status["embedded"] else [k for k, alive in status["alive"].items() if not alive]
-    return [f"no {kind} alive" for kind in missing] + provider_problems(status["provider_sides"])
+    return [
+        *(f"no {kind} alive" for kind in missing),
+        *provider_problems(status["provider_sides"]),
+        *forwarding_problems(status["destinations"]),
+    ]

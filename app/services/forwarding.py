@@ -1,6 +1,7 @@
 """Destinations as the CLI, the admin API and the console ask for them: listed with what
-they did and have waiting, added, changed, paused and resumed, removed, their forwards
-replayed. Each opens its own transaction; every change is audited in it."""
+they did and have waiting, their dead forwards a page at a time, added, changed, paused
+and resumed, removed, their forwards replayed. Each opens its own transaction; every
+change is audited in it."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from collections.abc import Mapping
 
 from sqlalchemy import select
 
+from hooklatch.events.models import Event
 from hooklatch.forwarding import destinations as service
 from hooklatch.forwarding.destinations import UNCHANGED, Filter, Keep, ReplaySet
-from hooklatch.forwarding.models import Destination
+from hooklatch.forwarding.models import DEAD, Destination, Forward
 from hooklatch.jsontypes import JSONObject
 from hooklatch.runtime import Runtime
 
@@ -27,6 +29,38 @@ def show_destination(runtime: Runtime, ref: str) -> JSONObject:
         row = service.get_destination(session, ref)
         waiting = service.counts(session, runtime.clock()).get(row.id)
         return service.described(row, service.tally(row, waiting))
+
+
+def dead_forwards(
+    runtime: Runtime, ref: str, *, before: int | None = None, limit: int = 50
+) -> tuple[list[JSONObject], int | None]:
+    """A destination's dead forwards, newest first, older than the forward ``before``
+    (by the dead forwards' partial index), with their event's type; and the id to ask
+    for the next page with (None: this is the last)."""
+    with runtime.session_factory() as session:
+        row = service.get_destination(session, ref)
+        query = (
+            select(Forward, Event.type)
+            .join(Event, Event.id == Forward.event_id)
+            .where(Forward.destination_id == row.id, Forward.status == DEAD)
+            .order_by(Forward.id.desc())
+            .limit(limit + 1)
+        )
+        if before is not None:
+            query = query.where(Forward.id < before)
+        found = session.execute(query).all()
+    shown: list[JSONObject] = [
+        {
+            "id": forward.id,
+            "event_id": forward.event_id,
+            "event_type": event_type,
+            "attempts": forward.attempts,
+            "last_error": forward.last_error,
+            "created_at": forward.created_at.isoformat(),
+        }
+        for forward, event_type in found[:limit]
+    ]
+    return shown, (found[limit - 1][0].id if len(found) > limit else None)
 
 
 def add_destination(

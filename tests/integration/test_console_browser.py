@@ -21,6 +21,7 @@ from hooklatch.endpoints.models import Endpoint
 from hooklatch.ordering.service import set_ordering
 from tests.support.browser import launched, screenshot
 from tests.support.database import count, load_event
+from tests.support.forwarding_rows import seed_destination, seed_forward
 from tests.support.pipeline import make_endpoint, wait_for
 from tests.support.processes import hooklatch_cmd, process_env, start_procfile_web
 from tests.support.signing import stripe_event, stripe_headers
@@ -335,7 +336,7 @@ def real_data(base, runtime, markers):
     """Rows for every page, made through the running processes: events processed,
     ignored, dead and pending, one with a long id, type, body and header; a key parked
     by a dead event with a long key; a bulk replay whose every replay failed; audit
-    entries."""
+    entries; a destination with dead forwards and a long last error."""
     billing, _ = make_endpoint(runtime, secrets=[SECRET], name="billing")
     storefront, _ = make_endpoint(
         runtime, secrets=[SECRET], name="orders-from-the-european-storefront-and-partners"
@@ -378,7 +379,18 @@ def real_data(base, runtime, markers):
         message="the bulk replay's replays failed",
     )
     wait_for(lambda: status_of(runtime, long_event) == "processed", timeout=30, message="processed")
-    return {"event_id": long_event, "endpoint_id": storefront, "batch_id": batch}
+    # Seeded directly (no kind of destination is built in): its page is what is measured.
+    destination = seed_destination(
+        runtime, "orders-to-the-warehouse-and-partners", last_error="HTTP 503: " + LONG["note"]
+    )
+    for event in (long_event, *dead):
+        seed_forward(runtime, destination, event, status="dead", attempts=25, last_error="x" * 900)
+    return {
+        "event_id": long_event,
+        "endpoint_id": storefront,
+        "batch_id": batch,
+        "destination_id": destination,
+    }
 
 
 def fits(page, url=None, *, wide=False):

@@ -159,7 +159,7 @@ def test_the_documented_scrape_config_is_valid(tmp_path):
     checked = run_promtool("check", "config", str(config))
     output = checked.stdout + checked.stderr
     assert checked.returncode == 0, output
-    assert "SUCCESS: 13 rules found" in output, output
+    assert "SUCCESS: 17 rules found" in output, output
 
 
 def test_the_scrape_config_the_operating_page_shows_is_the_one_checked():

@@ -20,7 +20,7 @@ def pending_events(runtime, connection, n):
     statistics reset as a TRUNCATE leaves them."""
     endpoint, _ = make_endpoint(runtime)
     connection.exec_driver_sql(
-        "TRUNCATE attempts, outbox, replays, replay_batch_items, ordering_keys, events "
+        "TRUNCATE attempts, outbox, replays, replay_batch_items, ordering_keys, forwards, events "
         "RESTART IDENTITY"
     )
     connection.exec_driver_sql(

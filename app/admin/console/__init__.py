@@ -25,6 +25,7 @@ from markupsafe import Markup, escape
 # Imported for the views and hooks they register on the blueprint.
 from hooklatch.admin.console import (  # noqa: F401
     auth,
+    destinations,
     endpoints,
     keys,
     pages,
@@ -33,7 +34,7 @@ from hooklatch.admin.console import (  # noqa: F401
 )
 from hooklatch.admin.console.blueprint import bp
 from hooklatch.audit import REASON_MAX
-from hooklatch.display import counted, shown_time, utc_time, visible
+from hooklatch.display import counted, shown_age, shown_time, utc_time, visible
 
 
 @bp.app_template_global()
@@ -59,6 +60,12 @@ def when_filter(value: datetime | str | None, empty: str = "\N{EN DASH}") -> Mar
         return escape(empty)
     exact = utc_time(value).isoformat()
     return Markup('<time datetime="{0}" title="{0}">{1}</time>').format(exact, shown_time(value))
+
+
+@bp.app_template_filter("age")
+def age_filter(seconds: float | None, empty: str = "\N{EN DASH}") -> str:
+    """``{{ 1164.2|age }}``: ``19.4 min`` (hooklatch.display); ``empty`` for None."""
+    return empty if seconds is None else shown_age(seconds)
 
 
 @bp.app_template_filter("counted")

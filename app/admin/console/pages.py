@@ -125,7 +125,7 @@ def events() -> ResponseReturnValue:
     runtime = current_runtime()
     args = {k: v for k, v in request.args.items() if k != "before"}
     chosen = EventFilter.parse(args, now=runtime.clock())
-    before = _id_or_none(request.args.get("before"))
+    before = id_or_none(request.args.get("before"))
     with runtime.session_factory() as session:
         rows, after = page(session, chosen, before=before)
         names = {i: name for i, name in session.execute(select(Endpoint.id, Endpoint.name))}
@@ -195,7 +195,7 @@ def replay(event_id: int) -> ResponseReturnValue:
 
 @bp.get("/audit")
 def audit_log() -> ResponseReturnValue:
-    before = _id_or_none(request.args.get("before"))
+    before = id_or_none(request.args.get("before"))
     with current_runtime().session_factory() as session:
         entries = audit.recent(session, before=before, limit=50)
         shown = [audit.describe(e) for e in entries]
@@ -286,7 +286,7 @@ def _pasteable(body: bytes) -> str | None:
     return text
 
 
-def _id_or_none(text: str | None) -> int | None:
+def id_or_none(text: str | None) -> int | None:
     if not text or not text.isascii() or not text.isdigit() or len(text) > 19:
         return None
     number = int(text)
