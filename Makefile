@@ -13,12 +13,13 @@
 # make bench-ordering: unkeyed drain with and without ordering, and a hot key (bench/ordering.py).
 # make bench-memory: the work horse's memory with large bodies, small events' drain (bench/memory.py).
 # make bench-bad-bytes: a flood of NULs in paths: answers and log bytes (bench/bad_bytes.py).
+# make bench-forwarding: forwarding to each kind against its client library alone (bench/forwarding.py).
 # make chaos: processes killed at random under load, five runs (see bench/chaos.py).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run install install-dev install-bench lock lint fmt test test-install test-deploy docs bench bench-smoke bench-hostile bench-retention bench-arrivals bench-replay bench-reconcile bench-ordering bench-memory bench-bad-bytes chaos
+.PHONY: run install install-dev install-bench lock lint fmt test test-install test-deploy docs bench bench-smoke bench-hostile bench-retention bench-arrivals bench-replay bench-reconcile bench-ordering bench-memory bench-bad-bytes bench-forwarding chaos
 
 $(BIN)/python:
 	@echo "making $(VENV)"
@@ -155,6 +156,7 @@ bench-smoke: install-bench
 	$(BIN)/python -m bench.ordering --smoke
 	$(BIN)/python -m bench.memory --smoke
 	$(BIN)/python -m bench.bad_bytes --smoke
+	$(BIN)/python -m bench.forwarding --smoke
 
 # Slow clients and a flood of bad signatures, in one run (docs/benchmarks.md).
 bench-hostile: install-bench
@@ -192,6 +194,12 @@ bench-bad-bytes: install-bench
 # each against the last commit before bodies were read apart from claims (docs/benchmarks.md).
 bench-memory: install-bench
 	$(BIN)/python -m bench.memory
+
+# Forwarding to each kind of destination (http, nats, rabbitmq, redis) with events arriving
+# through gunicorn, against the same client library publishing straight to the same broker;
+# and a rate-limited destination beside ingest and handlers (docs/benchmarks.md).
+bench-forwarding: install-bench
+	$(BIN)/python -m bench.forwarding $(FORWARDING_ARGS)
 
 chaos: install-bench
 	$(BIN)/python -m bench.chaos $(CHAOS_ARGS)

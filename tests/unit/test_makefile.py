@@ -9,6 +9,7 @@ a virtualenv whose pip only writes down what it was asked to install.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -125,3 +126,47 @@ def test_a_changed_lock_file_needs_the_installs_it_feeds(tree):
 def test_bytecode_beside_the_modules_needs_no_install(tree):
     newer(tree / "app" / "__pycache__" / "__init__.cpython-311.pyc")
     assert up_to_date(tree, "install-dev")
+
+
+def _recipes() -> dict[str, str]:
+    """The repository Makefile's rules: each target's recipe lines, joined."""
+    rules: dict[str, str] = {}
+    target = None
+    for line in (ROOT / "Makefile").read_text().splitlines():
+        if line.startswith("\t") and target is not None:
+            rules[target] += line.strip() + "\n"
+        elif match := re.match(r"^([\w-]+):", line):
+            target = match.group(1)
+            rules[target] = ""
+        elif not line.startswith("\t"):
+            target = None
+    return rules
+
+
+def _smoked() -> set[str]:
+    """The modules `make bench-smoke` runs with --smoke."""
+    return set(re.findall(r"-m (bench(?:\.\w+)?) --smoke", _recipes()["bench-smoke"]))
+
+
+def test_every_bench_scenario_with_a_smoke_mode_runs_in_bench_smoke():
+    """A scenario module run by another (bench.hostile runs bench.flood) is covered by it."""
+    smoked = _smoked()
+    read = {name: (ROOT / "bench" / f"{name.removeprefix('bench.')}.py") for name in smoked}
+    texts = " ".join(path.read_text() for name, path in read.items() if name != "bench")
+    for path in (ROOT / "bench").glob("*.py"):
+        if '"--smoke"' not in path.read_text() or path.stem == "__main__":
+            continue
+        module = f"bench.{path.stem}"
+        assert module in smoked or re.search(rf"from bench import .*\b{path.stem}\b", texts), (
+            f"{module} has a smoke mode that make bench-smoke does not run"
+        )
+    assert "bench.forwarding" in smoked
+
+
+def test_each_scenario_bench_smoke_runs_has_a_target_of_its_own():
+    recipes = _recipes()
+    for module in _smoked() - {"bench"}:
+        runs = [
+            t for t, recipe in recipes.items() if re.search(rf"-m {module}(?! --smoke)", recipe)
+        ]
+        assert runs == [f"bench-{module.removeprefix('bench.').replace('_', '-')}"], module
