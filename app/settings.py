@@ -180,7 +180,7 @@ class Settings:
     forward_retry_base_seconds: float = 1.0
     forward_retry_max_seconds: float = 600.0
     forward_timeout_seconds: float = 10.0
-    forward_lease_seconds: float = 15.0
+    forward_lease_seconds: float = 30.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -417,6 +417,14 @@ class Settings:
         ):
             if seconds <= 0:  # a loop that never waits, against the database
                 raise SettingsError(f"{name} must be more than 0, got {seconds:g}")
+        if self.forward_lease_seconds < 2 * self.forward_timeout_seconds:
+            # A sender renews its lease between two calls to its destination, each of
+            # which may take the timeout: a shorter lease could run out within a call.
+            raise SettingsError(
+                "HOOKLATCH_FORWARD_LEASE_SECONDS must be at least twice "
+                f"HOOKLATCH_FORWARD_TIMEOUT_SECONDS ({self.forward_timeout_seconds:g} s), "
+                f"got {self.forward_lease_seconds:g}"
+            )
         for name, port in (
             ("HOOKLATCH_RELAY_METRICS_PORT", self.relay_metrics_port),
             ("HOOKLATCH_WORKER_METRICS_PORT", self.worker_metrics_port),

@@ -467,11 +467,12 @@ SECTIONS = (
             ),
             Setting(
                 "HOOKLATCH_FORWARD_LEASE_SECONDS",
-                "`15`",
+                "`30`",
                 "How long a relay holds a destination without renewing its lease: one relay "
                 "sends to a destination at a time, and a relay killed gives it up after this "
                 "long (the forwards it had sent unacknowledged are sent again, with the same "
-                "key).",
+                "key). At least twice `HOOKLATCH_FORWARD_TIMEOUT_SECONDS`: the lease is "
+                "renewed between two calls to the destination.",
             ),
         ),
     ),

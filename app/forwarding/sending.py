@@ -25,8 +25,19 @@ from hooklatch.forwarding.models import DEAD, DELIVERED, PENDING, Destination, F
 
 _random = secrets.SystemRandom()
 
-# The most forwards one pass of a destination's sender takes.
-BATCH = 200
+# The most forwards one pass of a destination's sender takes: as many as a publisher
+# that sends a whole call together takes at once, and at least PASS_MIN for those that
+# send a few at a time (each pass reads and writes the database once).
+BATCH = 1000
+PASS_MIN = 200
+
+
+def pass_size(at_once: int) -> int:
+    """How many forwards a pass takes, for a publisher that sends ``at_once`` together:
+    bounded, so that what a relay killed mid-pass leaves unrecorded stays small."""
+    return max(PASS_MIN, min(BATCH, at_once))
+
+
 # What a forward's error keeps.
 ERROR_CHARS = 2000
 NO_BODY = "the event's body is gone (pruned by retention): nothing to send"
@@ -90,15 +101,37 @@ class Target:
     connection: Connection
 
 
-def target(session: Session, destination_id: str, box: SecretBox) -> Target | None:
-    """The destination with its secrets decrypted; None once it is removed."""
-    row = session.get(Destination, destination_id)
+def target(
+    session: Session, destination_id: str, box: SecretBox, known: Target | None = None
+) -> Target | None:
+    """The destination with its secrets decrypted; None once it is removed. Its secrets
+    are read and decrypted again only when they changed since ``known`` (the pass
+    before's), which their fingerprint tells."""
+    row = session.execute(
+        select(
+            Destination.name,
+            Destination.kind,
+            Destination.paused,
+            Destination.rate_limit,
+            Destination.fingerprint,
+            Destination.settings,
+            Destination.shown,
+        ).where(Destination.id == destination_id)
+    ).one_or_none()
     if row is None:
         return None
-    secrets_: dict[str, str] = json.loads(box.decrypt(row.ciphertext))
-    connection = Connection(settings=dict(row.settings), secrets=secrets_, shown=row.shown)
+    if known is not None and known.fingerprint == row.fingerprint:
+        connection = known.connection
+    else:
+        ciphertext = session.scalar(
+            select(Destination.ciphertext).where(Destination.id == destination_id)
+        )
+        if ciphertext is None:
+            return None
+        secrets_: dict[str, str] = json.loads(box.decrypt(ciphertext))
+        connection = Connection(settings=dict(row.settings), secrets=secrets_, shown=row.shown)
     return Target(
-        row.id, row.name, row.kind, row.paused, row.rate_limit, row.fingerprint, connection
+        destination_id, row.name, row.kind, row.paused, row.rate_limit, row.fingerprint, connection
     )
 
 
@@ -181,13 +214,14 @@ def _content_type(headers: dict[str, str] | None) -> str:
 
 
 def send_in_order(
-    publisher: Publisher, messages: Sequence[Message]
+    publisher: Publisher, messages: Sequence[Message], failed: set[str] | None = None
 ) -> list[tuple[Message, Outcome]]:
     """Every message, in waves: each wave holds every unkeyed message (in the first) and
     the next one of each key, sent together; a key whose message failed sends no more of
-    its own in this pass, so a key's messages reach the destination in their order."""
+    its own in this pass, so a key's messages reach the destination in their order.
+    ``failed`` holds the keys that failed earlier in the pass, and gains this call's."""
     results: list[tuple[Message, Outcome]] = []
-    failed: set[str] = set()
+    failed = set() if failed is None else failed
     remaining = list(messages)
     while remaining:
         wave: list[Message] = []

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from hooklatch.forwarding.kinds.base import Outcome
 from hooklatch.forwarding.message import Message
-from hooklatch.forwarding.sending import BATCH, send_in_order
+from hooklatch.forwarding.sending import BATCH, PASS_MIN, pass_size, send_in_order
 from hooklatch.workers.relay.forwarder import RateWindow
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -30,6 +30,8 @@ def message(forward_id: int, key: str | None) -> Message:
 
 class Recording:
     """A publisher that notes each call's messages and fails the ids it is told to."""
+
+    at_once = 1000
 
     def __init__(self, failing: set[int] = frozenset()) -> None:  # type: ignore[assignment]
         self.calls: list[list[int]] = []
@@ -66,6 +68,15 @@ def test_a_key_whose_forward_failed_sends_no_more_of_its_own_in_the_pass():
     assert {m.forward_id: o.delivered for m, o in sent} == {1: True, 2: True, 3: False, 5: True}
 
 
+def test_a_key_that_failed_in_an_earlier_call_of_the_pass_stays_held():
+    publisher = Recording(failing={1})
+    failed: set[str] = set()
+    send_in_order(publisher, [message(1, "a"), message(2, "b")], failed)
+    sent = send_in_order(publisher, [message(3, "a"), message(4, "b")], failed)
+    assert [m.forward_id for m, _ in sent] == [4]
+    assert failed == {"a"}
+
+
 def test_an_unkeyed_failure_holds_nothing_back():
     publisher = Recording(failing={1})
     sent = send_in_order(publisher, [message(1, None), message(2, None)])
@@ -95,3 +106,10 @@ def test_a_limit_below_one_a_second_spreads_sends_over_a_longer_window():
     window.took(1, 0.0)
     assert window.allowance(1.5) == 0
     assert window.allowance(2.0) == 1
+
+
+def test_a_pass_takes_what_a_pipelining_publisher_sends_together_and_at_least_its_minimum():
+    assert pass_size(1000) == BATCH
+    assert pass_size(5000) == BATCH
+    assert pass_size(8) == PASS_MIN
+    assert pass_size(1) == PASS_MIN

@@ -92,6 +92,12 @@ def test_defaults_are_the_embedded_receiver(tmp_path):
         ),
         ({"HOOKLATCH_ADMIN_LOCKOUT_SECONDS": "0"}, "HOOKLATCH_ADMIN_LOCKOUT_SECONDS must be more"),
         ({"HOOKLATCH_ADMIN_LOCKOUT_SECONDS": "1e12"}, "must be at most 36500 days"),
+        (
+            {"HOOKLATCH_FORWARD_LEASE_SECONDS": "15", "HOOKLATCH_FORWARD_TIMEOUT_SECONDS": "10"},
+            "HOOKLATCH_FORWARD_LEASE_SECONDS must be at least twice",
+        ),
+        ({"HOOKLATCH_FORWARD_POLL_SECONDS": "0"}, "HOOKLATCH_FORWARD_POLL_SECONDS must be more"),
+        ({"HOOKLATCH_FORWARD_MAX_ATTEMPTS": "0"}, "HOOKLATCH_FORWARD_MAX_ATTEMPTS must be at"),
     ],
 )
 def test_bad_settings_fail_fast_naming_the_variable(env, message):

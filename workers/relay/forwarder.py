@@ -15,6 +15,7 @@ from datetime import datetime
 from hooklatch.db import lease_owner_name, reconnect_delay
 from hooklatch.forwarding import kinds, sending
 from hooklatch.forwarding.kinds.base import Outcome, Publisher
+from hooklatch.forwarding.message import Message
 from hooklatch.forwarding.sending import Policy
 from hooklatch.logs import Outage, bind
 from hooklatch.metrics import FORWARD_SECONDS, FORWARDS
@@ -78,6 +79,7 @@ class Sender:
         self.poll = settings.forward_poll_seconds
         self.publisher: Publisher | None = None
         self.fingerprint: str | None = None
+        self.target: sending.Target | None = None  # as the pass before read it
         self.window = RateWindow(None)
         self.renew_at = 0.0  # time.monotonic() when the lease is renewed next
         self.quiet_passes = 0  # passes in a row in which the destination took nothing
@@ -112,33 +114,37 @@ class Sender:
         runtime = self.runtime
         if time.monotonic() >= self.renew_at and not self.renew():
             return None
+        # The destination and its forwards due, in one read.
         with runtime.session_factory() as session:
-            target = sending.target(session, self.destination_id, runtime.box)
-        if target is None:
-            log.info("destination %s removed: its sender stops", self.destination_id)
-            return None
-        if target.paused:
-            return self.poll
-        if self.window.rate != target.rate_limit:
-            self.window = RateWindow(target.rate_limit)
-        allowance = self.window.allowance(time.monotonic())
-        if allowance <= 0:
-            return self.window.wait(time.monotonic())
-        with runtime.session_factory() as session:
-            found, bodiless = sending.due(session, target.id, runtime.clock(), allowance)
+            target = sending.target(session, self.destination_id, runtime.box, self.target)
+            self.target = target
+            if target is None:
+                log.info("destination %s removed: its sender stops", self.destination_id)
+                return None
+            if target.paused:
+                return self.poll
+            if self.window.rate != target.rate_limit:
+                self.window = RateWindow(target.rate_limit)
+            allowance = self.window.allowance(time.monotonic())
+            if allowance <= 0:
+                return self.window.wait(time.monotonic())
+            size = sending.pass_size(self.open(target).at_once)
+            found, bodiless = sending.due(session, target.id, runtime.clock(), min(allowance, size))
         if not found and not bodiless:
             return self.poll
         self.window.took(len(found), time.monotonic())
-        publisher = self.open(target)
+        sent, held = self.send(target, [due.message for due in found])
         by_id = {due.message.forward_id: due for due in found}
-        sent = sending.send_in_order(publisher, [due.message for due in found])
-        acknowledged = time.monotonic(), runtime.clock()
         results = [(by_id[message.forward_id], outcome) for message, outcome in sent]
+        acknowledged = runtime.clock()
+        # What was sent is recorded even when the lease was lost meanwhile: it happened.
         with runtime.session_factory.begin() as session:
             tally = sending.record_outcomes(
                 session, target.id, results, bodiless, runtime.clock(), self.policy
             )
-        self.count(target.name, results, tally, acknowledged[1])
+        self.count(target.name, results, tally, acknowledged)
+        if not held:
+            return None
         if found and not tally.delivered:
             self.quiet_passes += 1
             return min(
@@ -148,6 +154,22 @@ class Sender:
             )
         self.quiet_passes = 0
         return 0.0
+
+    def send(
+        self, target: sending.Target, messages: list[Message]
+    ) -> tuple[list[tuple[Message, Outcome]], bool]:
+        """The pass's messages, as many at a time as the publisher sends together, the
+        lease renewed between two calls when it is due; also returns whether the lease
+        is still held (if not, the rest is not sent: another relay sends it)."""
+        publisher = self.open(target)
+        sent: list[tuple[Message, Outcome]] = []
+        failed: set[str] = set()
+        for start in range(0, len(messages), publisher.at_once):
+            if start and time.monotonic() >= self.renew_at and not self.renew():
+                return sent, False
+            chunk = messages[start : start + publisher.at_once]
+            sent += sending.send_in_order(publisher, chunk, failed)
+        return sent, True
 
     def open(self, target: sending.Target) -> Publisher:
         """The destination's publisher, opened again when its settings changed."""

@@ -21,7 +21,11 @@ class Outcome(NamedTuple):
 
 
 class Publisher(Protocol):
-    """A connection to one destination, used by one thread."""
+    """A connection to one destination, used by one thread. ``at_once``: how many
+    messages one call sends together, so that a call of that many is over within about
+    one timeout (the sender renews its lease between two such calls)."""
+
+    at_once: int
 
     def publish(self, messages: Sequence[Message]) -> list[Outcome]:
         """Send every message (concurrently where the kind can), and return one outcome

@@ -58,6 +58,8 @@ class HttpPublisher:
     """Sends each call's messages from a small pool of threads, each with its own
     requests Session (so connections to the receiver are kept and reused)."""
 
+    at_once = CONCURRENCY
+
     def __init__(self, url: str, signing_secret: str, *, timeout: float) -> None:
         self._url = url
         self._secret = signing_secret

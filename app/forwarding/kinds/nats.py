@@ -64,6 +64,9 @@ class NatsPublisher:
     the first call, publishes a call's messages at once, and after the connection fails
     connects again on the next call."""
 
+    # A call's messages are published together and acknowledged within one timeout.
+    at_once = 1000
+
     def __init__(self, url: str, subject: str, *, stream: str | None, timeout: float) -> None:
         self._url = url
         self._subject = subject

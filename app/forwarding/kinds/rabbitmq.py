@@ -71,6 +71,9 @@ class RabbitPublisher:
     """Connects on the first call; after a connection or channel error, the rest of the
     call fails and the next call connects again."""
 
+    # Each message waits for its confirm before the next is published.
+    at_once = 1
+
     def __init__(self, url: str, *, exchange: str, routing_key: str, timeout: float) -> None:
         self._parameters = pika.URLParameters(url)
         self._parameters.connection_attempts = 1

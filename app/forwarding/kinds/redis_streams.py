@@ -53,6 +53,9 @@ class RedisStreamPublisher:
     """A client with no retries of its own: a call fails at once when Redis is down, and
     the client's pool connects again on the next."""
 
+    # A call is one pipeline: one round trip.
+    at_once = 1000
+
     def __init__(self, url: str, stream: str, *, maxlen: int | None, timeout: float) -> None:
         self._client = redis.Redis.from_url(
             url,

@@ -36,14 +36,14 @@ from tests.support.proxy import TcpProxy
 
 @pytest.fixture
 def quick(runtime):
-    """Retries within a second, a destination's answer within two, a lease of two; and
+    """Retries within a second, a destination's answer within one, a lease of two; and
     attempts enough that an outage of a minute leaves no forward dead."""
     runtime.settings = replace(
         runtime.settings,
         forward_max_attempts=1000,
         forward_retry_base_seconds=0.05,
         forward_retry_max_seconds=0.5,
-        forward_timeout_seconds=2.0,
+        forward_timeout_seconds=1.0,
         forward_lease_seconds=2.0,
     )
     return runtime
@@ -116,6 +116,7 @@ def test_the_relay_killed_mid_publish_loses_nothing_and_repeats_only_what_was_in
     env = process_env(
         settings,
         HOOKLATCH_FORWARD_LEASE_SECONDS="2",
+        HOOKLATCH_FORWARD_TIMEOUT_SECONDS="1",
         HOOKLATCH_FORWARD_RETRY_BASE_SECONDS="0.05",
         HOOKLATCH_FORWARD_RETRY_MAX_SECONDS="0.5",
     )
@@ -273,3 +274,28 @@ def test_a_fifo_endpoints_keys_reach_the_destination_in_order_through_failures(c
         drain(runtime, timeout=120)
         forward_all(runtime, 200, timeout=120)
     assert accepted == order
+
+
+def test_a_slow_destination_keeps_its_one_sender_through_a_pass_longer_than_the_lease(
+    client, quick
+):
+    """Each answer takes 0.6 s, eight at a time: a pass of 40 forwards takes 3 s, longer
+    than the 2 s lease. The sender renews its lease between two calls, so a second relay's
+    forwarder beside it never takes the destination over and sends nothing twice."""
+    runtime = quick
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def handle(incoming):
+        time.sleep(0.6)
+        with lock:
+            seen.append(incoming.headers["webhook-id"])
+        return Answer(204)
+
+    endpoint, _ = make_endpoint(runtime)
+    with LocalServer(handle) as server:
+        add_destination(runtime, "http", {"url": server.url, "signing_secret": signing_secret()})
+        keys = processed(client, runtime, endpoint, 40)
+        with forwarder(runtime), forwarder(runtime):
+            wait_for(lambda: delivered_forwards(runtime) == 40, timeout=30)
+    assert sorted(seen) == sorted(keys)
