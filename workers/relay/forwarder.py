@@ -32,7 +32,8 @@ DOWN_PAUSE_MAX_SECONDS = 30.0
 
 class RateWindow:
     """At most ``rate`` sends a second, in any second: the times of the sends of the last
-    window (one second, or longer for a rate below one a second)."""
+    window (one second, or longer for a rate below one a second), each taken when the
+    destination acknowledged it."""
 
     def __init__(self, rate: float | None) -> None:
         self.rate = rate
@@ -132,8 +133,10 @@ class Sender:
             found, bodiless = sending.due(session, target.id, runtime.clock(), min(allowance, size))
         if not found and not bodiless:
             return self.poll
-        self.window.took(len(found), time.monotonic())
         sent, held = self.send(target, [due.message for due in found])
+        # Counted when the destination has acknowledged them, not when they left: the next
+        # pass's then reach it a window after this one's did, whatever the delays between.
+        self.window.took(len(sent), time.monotonic())
         by_id = {due.message.forward_id: due for due in found}
         results = [(by_id[message.forward_id], outcome) for message, outcome in sent]
         acknowledged = runtime.clock()
