@@ -104,3 +104,49 @@ def test_a_failure_recorded_late_leaves_a_forward_another_relay_delivered_as_it_
             text("SELECT status FROM forwards WHERE id = :id"), {"id": forward}
         ).scalar_one()
     assert status == "delivered"
+
+
+class OneAtATime:
+    """Acknowledges one message a call, after ``seconds`` (as RabbitMQ's confirms go)."""
+
+    at_once = 1
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+        self.calls = 0
+
+    def publish(self, messages):
+        self.calls += 1
+        time.sleep(self.seconds)
+        return [Outcome(delivered=True) for _ in messages]
+
+    def close(self):
+        pass
+
+
+def test_a_sender_told_to_stop_mid_pass_stops_after_the_message_in_hand(runtime):
+    import threading
+
+    endpoint, _ = make_endpoint(runtime)
+    destination = add_destination(runtime, "redis", {"url": REDIS_URL, "stream": unique("s-")})
+    for index in range(20):
+        keyed_forwards(runtime, destination, endpoint, 1, key=f"cus_{index}")
+    publisher = OneAtATime(0.25)
+    sender = Sender(runtime, destination, "this-relay")
+    sender.open = lambda target: publisher  # type: ignore[method-assign]
+    assert sender.renew()
+    stop = threading.Event()
+    thread = threading.Thread(target=sender.run, args=(stop,))
+    thread.start()
+    time.sleep(0.6)
+    stop.set()  # SIGTERM: as the relay's main sets it
+    stopping = time.monotonic()
+    thread.join(timeout=10)
+    # What the relay's STOP_SECONDS leaves a sender is about one call to its destination.
+    assert time.monotonic() - stopping < 1.0
+    assert publisher.calls <= 4
+    with runtime.session_factory() as session:
+        delivered = session.execute(
+            text("SELECT count(*) FROM forwards WHERE status = 'delivered'")
+        ).scalar_one()
+    assert delivered == publisher.calls  # what was sent is recorded before it stops
