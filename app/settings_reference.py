@@ -440,13 +440,15 @@ SECTIONS = (
                 "HOOKLATCH_FORWARD_POLL_SECONDS",
                 "`0.1`",
                 "How often a relay's sender looks for a destination's forwards while it has "
-                "none to send, and for destinations no relay sends to.",
+                "none to send (a relay looks for destinations no relay sends to every "
+                "second, or this often if it is longer).",
             ),
             Setting(
                 "HOOKLATCH_FORWARD_MAX_ATTEMPTS",
                 "`25`",
-                "Attempts at one forward before it is dead (about three hours of retries "
-                "with the pauses below); a dead forward is sent again only by a replay.",
+                "Attempts at one forward before it is dead (1.3 to 2.6 hours of retries with "
+                "the pauses below and their jitter); a dead forward is sent again only by a "
+                "replay.",
             ),
             Setting(
                 "HOOKLATCH_FORWARD_RETRY_BASE_SECONDS",

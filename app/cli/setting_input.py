@@ -101,7 +101,8 @@ def _key_values(pairs: Sequence[str]) -> dict[str, str]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
-            raise click.BadParameter(f"{pair!r} is not NAME=VALUE", param_hint="--set")
+            # Never quoted: a secret may have been given here by mistake.
+            raise click.BadParameter("each is NAME=VALUE", param_hint="--set")
         if name in result:
             raise click.BadParameter(f"{name} is given twice", param_hint="--set")
         result[name] = value

@@ -249,34 +249,39 @@ def replay_forwards(
     now: datetime,
 ) -> JSONObject:
     """The forwards chosen, sent again with their own key, oldest first, under the rate
-    limit (a forward waiting already is left as it is). A dry run only counts them; a
-    replay says why (``reason_required``)."""
+    limit (a forward waiting already is left as it is; one whose event's body retention
+    pruned cannot be sent, and is counted apart). A dry run only counts them; a replay
+    says why (``reason_required``)."""
     audit.check_reason(reason)
     if not dry_run and not (reason or "").strip():
         raise BadRequest("a replay needs a reason, for the audit log", reason="reason_required")
     chosen = chosen.checked()
     query = (
-        select(Forward.id, Event.type)
+        select(Forward.id, Event.type, Event.body.is_(None))
         .join(Event, Event.id == Forward.event_id)
         .where(Forward.destination_id == row.id, Forward.status.in_(chosen.statuses))
         .order_by(Forward.id)
     )
+    if chosen.type_glob is not None:
+        query = query.where(Event.type.like(like_pattern(chosen.type_glob), escape="\\"))
     if chosen.since is not None:
         query = query.where(Event.received_at >= chosen.since)
     if chosen.until is not None:
         query = query.where(Event.received_at < chosen.until)
     if chosen.event_ids:
         query = query.where(Forward.event_id.in_(chosen.event_ids))
-    ids = [
-        id_
-        for id_, type_ in session.execute(query.limit(REPLAY_MAX + 1))
+    rows = session.execute(query.limit(REPLAY_MAX + 1)).all()
+    capped = len(rows) > REPLAY_MAX
+    chosen_rows = [
+        (id_, bodiless)
+        for id_, type_, bodiless in rows[:REPLAY_MAX]
         if chosen.type_glob is None or fnmatchcase(type_, chosen.type_glob)
     ]
-    capped = len(ids) > REPLAY_MAX
-    ids = ids[:REPLAY_MAX]
+    ids = [id_ for id_, bodiless in chosen_rows if not bodiless]
     summary: JSONObject = {
         "destination": row.name,
         "matched": len(ids),
+        "without_body": len(chosen_rows) - len(ids),
         "capped": capped,
         "dry_run": dry_run,
         "first_forward_ids": list[JSON](ids[:20]),
@@ -299,6 +304,30 @@ def replay_forwards(
     details = {**summary, "reason": reason, "statuses": list[JSON](chosen.statuses)}
     _record(session, row, "destination.replayed", actor, now, details)
     return summary
+
+
+def like_pattern(glob: str) -> str:
+    """A type glob as a LIKE pattern: ``*`` any text, ``?`` and a ``[...]`` class one
+    character. It matches all the glob does and may match more (a class, SQLite's LIKE
+    ignoring case): the glob itself is applied to what it finds."""
+    out: list[str] = []
+    at = 0
+    while at < len(glob):
+        char = glob[at]
+        end = glob.find("]", at + 2) if char == "[" else -1
+        if char == "*":
+            out.append("%")
+        elif char == "?":
+            out.append("_")
+        elif end != -1:
+            out.append("_")
+            at = end
+        elif char in "%_\\":
+            out.append("\\" + char)
+        else:
+            out.append(char)
+        at += 1
+    return "".join(out)
 
 
 def counts(session: Session, now: datetime) -> dict[str, JSONObject]:

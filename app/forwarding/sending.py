@@ -7,13 +7,14 @@ that grows, or dead after the last attempt. Functions that take a session never 
 from __future__ import annotations
 
 import json
+import logging
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
-from sqlalchemy import and_, exists, or_, select, update
+from sqlalchemy import Table, and_, bindparam, exists, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from hooklatch.crypto import SecretBox
@@ -23,6 +24,7 @@ from hooklatch.forwarding.kinds.base import Connection, Outcome, Publisher
 from hooklatch.forwarding.message import Message
 from hooklatch.forwarding.models import DEAD, DELIVERED, PENDING, Destination, Forward
 
+log = logging.getLogger(__name__)
 _random = secrets.SystemRandom()
 
 # The most forwards one pass of a destination's sender takes: as many as a publisher
@@ -100,6 +102,11 @@ class Target:
     fingerprint: str
     connection: Connection
 
+    @property
+    def version(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """What a publisher is opened with: a change to it opens another."""
+        return self.fingerprint, tuple(sorted(self.connection.settings.items()))
+
 
 def target(
     session: Session, destination_id: str, box: SecretBox, known: Target | None = None
@@ -107,6 +114,7 @@ def target(
     """The destination with its secrets decrypted; None once it is removed. Its secrets
     are read and decrypted again only when they changed since ``known`` (the pass
     before's), which their fingerprint tells."""
+    secrets_: dict[str, str]
     row = session.execute(
         select(
             Destination.name,
@@ -121,15 +129,16 @@ def target(
     if row is None:
         return None
     if known is not None and known.fingerprint == row.fingerprint:
-        connection = known.connection
+        # The settings that are not secret as they stand now, the secrets as decrypted.
+        secrets_ = known.connection.secrets
     else:
         ciphertext = session.scalar(
             select(Destination.ciphertext).where(Destination.id == destination_id)
         )
         if ciphertext is None:
             return None
-        secrets_: dict[str, str] = json.loads(box.decrypt(ciphertext))
-        connection = Connection(settings=dict(row.settings), secrets=secrets_, shown=row.shown)
+        secrets_ = json.loads(box.decrypt(ciphertext))
+    connection = Connection(settings=dict(row.settings), secrets=secrets_, shown=row.shown)
     return Target(
         destination_id, row.name, row.kind, row.paused, row.rate_limit, row.fingerprint, connection
     )
@@ -214,16 +223,25 @@ def _content_type(headers: dict[str, str] | None) -> str:
 
 
 def send_in_order(
-    publisher: Publisher, messages: Sequence[Message], failed: set[str] | None = None
+    publisher: Publisher,
+    messages: Sequence[Message],
+    failed: set[str] | None = None,
+    keep_going: Callable[[], bool] | None = None,
 ) -> list[tuple[Message, Outcome]]:
     """Every message, in waves: each wave holds every unkeyed message (in the first) and
     the next one of each key, sent together; a key whose message failed sends no more of
     its own in this pass, so a key's messages reach the destination in their order.
-    ``failed`` holds the keys that failed earlier in the pass, and gains this call's."""
+    ``failed`` holds the keys that failed earlier in the pass, and gains this call's.
+    ``keep_going`` is asked before each wave but the first (it renews the sender's lease);
+    False ends the pass there: what was sent is returned."""
     results: list[tuple[Message, Outcome]] = []
     failed = set() if failed is None else failed
     remaining = list(messages)
+    first = True
     while remaining:
+        if not first and keep_going is not None and not keep_going():
+            break
+        first = False
         wave: list[Message] = []
         later: list[Message] = []
         keys: set[str] = set()
@@ -240,13 +258,24 @@ def send_in_order(
                 wave.append(message)
         if not wave:
             break
-        outcomes = publisher.publish(wave)
+        outcomes = publish(publisher, wave)
         for message, outcome in zip(wave, outcomes, strict=True):
             results.append((message, outcome))
             if not outcome.delivered and message.ordering_key is not None:
                 failed.add(message.ordering_key)
         remaining = later
     return results
+
+
+def publish(publisher: Publisher, wave: Sequence[Message]) -> list[Outcome]:
+    """The wave's outcomes; a publisher that raises (it should not) fails the wave with
+    the error's kind, never its text, which may quote a URL."""
+    try:
+        return publisher.publish(wave)
+    except Exception as error:
+        log.warning("a publisher raised %s: the wave fails", type(error).__name__, exc_info=True)
+        reason = f"cannot be sent ({type(error).__name__})"
+        return [Outcome(delivered=False, error=reason) for _ in wave]
 
 
 class Tally(NamedTuple):
@@ -258,6 +287,21 @@ class Tally(NamedTuple):
     dead: int
 
 
+_forwards = cast(Table, Forward.__table__)
+# A failed attempt, written only over a forward still pending (executemany).
+_FAILED = (
+    update(_forwards)
+    .where(_forwards.c.id == bindparam("forward_id"), _forwards.c.status == PENDING)
+    .values(
+        status=bindparam("new_status"),
+        attempts=bindparam("new_attempts"),
+        next_attempt_at=bindparam("new_next_attempt_at"),
+        last_error=bindparam("new_last_error"),
+        ordering_key=bindparam("new_ordering_key"),
+    )
+)
+
+
 def record_outcomes(
     session: Session,
     destination_id: str,
@@ -267,10 +311,13 @@ def record_outcomes(
     policy: Policy,
 ) -> Tally:
     """Each forward's new state: delivered; or its next attempt after a pause that grows,
-    or dead after the last one, with the error."""
+    or dead after the last one, with the error. Only a forward still pending changes: what
+    another relay recorded meanwhile (its lease ran out under this one) stays. A forward
+    whose body is gone is dead and no longer holds its key back: it cannot be sent."""
     delivered = [due.message.forward_id for due, outcome in sent if outcome.delivered]
+    recorded = 0
     if delivered:
-        session.execute(
+        recorded = session.execute(
             update(Forward)
             .where(Forward.id.in_(delivered), Forward.status == PENDING)
             .values(
@@ -281,7 +328,7 @@ def record_outcomes(
                 last_error=None,
             )
             .execution_options(synchronize_session=False)
-        )
+        ).rowcount  # type: ignore[attr-defined]
     failures = []
     dead = 0
     for due, outcome in sent:
@@ -292,27 +339,29 @@ def record_outcomes(
         dead += last
         failures.append(
             {
-                "id": due.message.forward_id,
-                "status": DEAD if last else PENDING,
-                "attempts": number,
-                "next_attempt_at": None if last else now + retry_delay(number, policy),
-                "last_error": (outcome.error or "not acknowledged")[:ERROR_CHARS],
+                "forward_id": due.message.forward_id,
+                "new_status": DEAD if last else PENDING,
+                "new_attempts": number,
+                "new_next_attempt_at": None if last else now + retry_delay(number, policy),
+                "new_last_error": (outcome.error or "not acknowledged")[:ERROR_CHARS],
+                "new_ordering_key": due.message.ordering_key,
             }
         )
     for forward_id in bodiless:
         dead += 1
         failures.append(
             {
-                "id": forward_id,
-                "status": DEAD,
-                "attempts": 0,
-                "next_attempt_at": None,
-                "last_error": NO_BODY,
+                "forward_id": forward_id,
+                "new_status": DEAD,
+                "new_attempts": 0,
+                "new_next_attempt_at": None,
+                "new_last_error": NO_BODY,
+                "new_ordering_key": None,
             }
         )
     if failures:
-        session.execute(update(Forward), failures)
-    tally = Tally(len(delivered), len(failures), dead)
+        session.execute(_FAILED, failures)
+    tally = Tally(recorded, len(failures), dead)
     _add_up(session, destination_id, tally, failures, now)
     return tally
 
@@ -332,7 +381,7 @@ def _add_up(
     if failures:
         values["failed_total"] = Destination.failed_total + tally.failed
         values["last_failed_at"] = now
-        values["last_error"] = failures[-1]["last_error"]
+        values["last_error"] = failures[-1]["new_last_error"]
     if values:
         session.execute(
             update(Destination)
@@ -344,5 +393,5 @@ def _add_up(
 
 def retry_delay(attempt: int, policy: Policy) -> timedelta:
     """Exponential backoff with jitter: between half and all of base * 2^(attempt-1)."""
-    ceiling = min(policy.retry_max_seconds, policy.retry_base_seconds * 2 ** (attempt - 1))
+    ceiling = min(policy.retry_max_seconds, policy.retry_base_seconds * 2 ** min(attempt - 1, 40))
     return timedelta(seconds=_random.uniform(ceiling / 2, ceiling))

@@ -175,3 +175,11 @@ def test_a_failures_reason_is_the_system_text_for_its_errno_not_the_clients():
     )
     untrusted = ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] self-signed")
     assert os_reason(untrusted) == "[SSL: CERTIFICATE_VERIFY_FAILED] self-signed"
+
+
+def test_a_token_in_an_http_urls_path_is_not_shown():
+    """A Slack or Discord webhook URL carries its token in the path."""
+    slack = "https://hooks.slack.example/services/T000/B000/" + SECRET
+    connection = check("http", url=slack)
+    assert connection.shown == "https://hooks.slack.example/services/…"
+    assert SECRET not in connection.shown

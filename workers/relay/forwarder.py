@@ -79,13 +79,15 @@ class Sender:
         )
         self.poll = settings.forward_poll_seconds
         self.publisher: Publisher | None = None
-        self.fingerprint: str | None = None
+        self.opened_for: object = None  # the Target.version the publisher was opened with
+        self.stop = threading.Event()  # the relay's, once it runs
         self.target: sending.Target | None = None  # as the pass before read it
         self.window = RateWindow(None)
         self.renew_at = 0.0  # time.monotonic() when the lease is renewed next
         self.quiet_passes = 0  # passes in a row in which the destination took nothing
 
     def run(self, stop: threading.Event) -> None:
+        self.stop = stop
         failures = 0
         outage = Outage(log, f"forwarding to {self.destination_id}")
         with bind(destination_id=self.destination_id):
@@ -161,27 +163,38 @@ class Sender:
     def send(
         self, target: sending.Target, messages: list[Message]
     ) -> tuple[list[tuple[Message, Outcome]], bool]:
-        """The pass's messages, as many at a time as the publisher sends together, the
-        lease renewed between two calls when it is due; also returns whether the lease
-        is still held (if not, the rest is not sent: another relay sends it)."""
+        """The pass's messages, as many at a time as the publisher sends together; between
+        two calls the lease is renewed when it is due, and the pass ends if the relay is
+        stopping (what was sent is recorded, the rest waits). Also returns whether the
+        lease is still held (if not, the rest is another relay's to send)."""
         publisher = self.open(target)
         sent: list[tuple[Message, Outcome]] = []
         failed: set[str] = set()
+        held = True
+
+        def keep_going() -> bool:
+            nonlocal held
+            if self.stop.is_set():
+                return False
+            if time.monotonic() >= self.renew_at and not self.renew():
+                held = False
+            return held
+
         for start in range(0, len(messages), publisher.at_once):
-            if start and time.monotonic() >= self.renew_at and not self.renew():
-                return sent, False
+            if start and not keep_going():
+                break
             chunk = messages[start : start + publisher.at_once]
-            sent += sending.send_in_order(publisher, chunk, failed)
-        return sent, True
+            sent += sending.send_in_order(publisher, chunk, failed, keep_going)
+        return sent, held
 
     def open(self, target: sending.Target) -> Publisher:
         """The destination's publisher, opened again when its settings changed."""
-        if self.publisher is None or self.fingerprint != target.fingerprint:
+        if self.publisher is None or self.opened_for != target.version:
             self.close()
             kind = kinds.kind(target.kind)
             timeout = self.runtime.settings.forward_timeout_seconds
             self.publisher = kind.open(target.connection, timeout=timeout)
-            self.fingerprint = target.fingerprint
+            self.opened_for = target.version
         return self.publisher
 
     def renew(self) -> bool:

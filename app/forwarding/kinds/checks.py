@@ -56,11 +56,16 @@ def checked_url(url: str, *, schemes: Collection[str], name: str = "url") -> Spl
 
 
 def shown_url(parts: SplitResult) -> str:
-    """The URL as every face shows it: scheme, host, port and path, without the user
-    information (a password, or a token in the user's place) or the query (which may hold
-    one too)."""
+    """The URL as every face shows it: scheme, host and port, and of the path only its
+    first segment, without the user information (a password, or a token in the user's
+    place), the query, or the rest of the path: any of them may hold a token (a Slack or
+    Discord webhook's path does)."""
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
     netloc = host if parts.port is None else f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    segments = [segment for segment in parts.path.split("/") if segment]
+    path = ""
+    if segments:
+        path = f"/{segments[0]}" + ("/…" if len(segments) > 1 else "")
+    return urlunsplit((parts.scheme, netloc, path, "", ""))

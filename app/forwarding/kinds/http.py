@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import ClassVar
+from urllib.parse import quote
 
 import requests
 
@@ -23,6 +24,8 @@ from hooklatch.providers.standard_webhooks import WHSEC_PREFIX, hmac_key, signed
 
 # How many requests one publisher has in flight at once.
 CONCURRENCY = 8
+# What a percent-encoded header value keeps as it is: printable ASCII but the escape.
+SAFE_IN_HEADER = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
 
 
 class HttpKind:
@@ -78,26 +81,32 @@ class HttpPublisher:
 
     def _send(self, message: Message) -> Outcome:
         try:
+            # The answer's body is never read: a receiver cannot make it large.
             response = self._session().post(
                 self._url,
                 data=message.body,
                 headers=self._headers(message),
                 timeout=self._timeout,
                 allow_redirects=False,
+                stream=True,
             )
         except requests.Timeout:
             return Outcome(delivered=False, error=f"no answer within {self._timeout:g} s")
         except requests.RequestException as error:
             reason = os_reason(error) or f"request failed ({type(error).__name__})"
             return Outcome(delivered=False, error=reason)
+        except Exception as error:  # a message the library cannot send: this one fails
+            return Outcome(delivered=False, error=f"cannot be sent ({type(error).__name__})")
         response.close()
         if 200 <= response.status_code < 300:
             return Outcome(delivered=True)
         return Outcome(delivered=False, error=_refusal(response.status_code))
 
     def _headers(self, message: Message) -> dict[str, str]:
-        signed = signed_headers(self._secret, message.key, now=datetime.now(UTC), body=message.body)
-        return {"Content-Type": message.content_type, **message.headers(), **signed}
+        key = header_value(message.key)  # as the Hooklatch-Idempotency-Key header carries it
+        signed = signed_headers(self._secret, key, now=datetime.now(UTC), body=message.body)
+        identity = {name: header_value(value) for name, value in message.headers().items()}
+        return {"Content-Type": header_value(message.content_type), **identity, **signed}
 
     def _session(self) -> requests.Session:
         """This thread's session, made on its first request."""
@@ -112,3 +121,11 @@ def _refusal(status: int) -> str:
     if 300 <= status < 400:
         return f"HTTP {status} (a redirect, which is not followed)"
     return f"HTTP {status}"
+
+
+def header_value(value: str) -> str:
+    """A header value as HTTP carries it: printable ASCII as it is; anything else (text a
+    sender chose: an event type, an id, an ordering key) percent-encoded as UTF-8."""
+    if value.isascii() and value.isprintable():
+        return value
+    return quote(value, safe=SAFE_IN_HEADER)

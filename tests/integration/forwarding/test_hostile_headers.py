@@ -1,6 +1,6 @@
-"""An event whose identity a receiver cannot take as an HTTP header (a type outside
-Latin-1, as a provider may send): its forward fails with a reason, like any refusal,
-and the destination's other forwards go on, each once."""
+"""An event whose identity HTTP cannot carry as it is (a type outside Latin-1, as a
+provider may send): its headers go percent-encoded as UTF-8, and every forward of the
+destination goes once."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tests.support.local_http import Answer, LocalServer
 from tests.support.pipeline import deliver, drain, make_endpoint
 
 
-def test_a_type_outside_latin_1_fails_its_forward_and_holds_back_no_other(client, runtime):
+def test_a_type_outside_latin_1_goes_percent_encoded_and_every_forward_goes_once(client, runtime):
     runtime.settings = replace(
         runtime.settings,
         forward_max_attempts=2,
@@ -25,11 +25,13 @@ def test_a_type_outside_latin_1_fails_its_forward_and_holds_back_no_other(client
         forward_lease_seconds=2.0,
     )
     received: list[str] = []
+    types: list[str] = []
     lock = threading.Lock()
 
     def handle(incoming):
         with lock:
             received.append(incoming.headers["webhook-id"])
+            types.append(incoming.headers["hooklatch-event-type"])
         return Answer(200)
 
     endpoint, _ = make_endpoint(runtime)
@@ -49,5 +51,9 @@ def test_a_type_outside_latin_1_fails_its_forward_and_holds_back_no_other(client
                 )
             ).all()
         )
-    assert received == [f"hooklatch:{endpoint}:evt_plain"]
-    assert states == {"evt_hostile": "dead", "evt_plain": "delivered"}
+    assert sorted(received) == [
+        f"hooklatch:{endpoint}:evt_hostile",
+        f"hooklatch:{endpoint}:evt_plain",
+    ]
+    assert sorted(types) == ["invoice.%E2%82%AC", "invoice.paid"]
+    assert states == {"evt_hostile": "delivered", "evt_plain": "delivered"}

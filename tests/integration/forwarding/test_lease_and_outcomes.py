@@ -97,7 +97,12 @@ def test_a_failure_recorded_late_leaves_a_forward_another_relay_delivered_as_it_
         )
     with runtime.session_factory.begin() as session:
         sending.record_outcomes(
-            session, destination, [(found[0], Outcome(False, "timeout"))], [], runtime.clock(), policy
+            session,
+            destination,
+            [(found[0], Outcome(False, "timeout"))],
+            [],
+            runtime.clock(),
+            policy,
         )
     with runtime.session_factory() as session:
         status = session.execute(

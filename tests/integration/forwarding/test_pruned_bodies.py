@@ -1,6 +1,7 @@
-"""A delivered forward replayed after retention pruned its event's body cannot be sent,
-and goes dead at once (docs/forwarding.md): it must not hold back the forwards of its
-key written after it, which a replay of it can never release."""
+"""A delivered forward whose event's body retention pruned cannot be sent again: a replay
+counts it apart and leaves it, and one found without its body all the same goes dead
+without holding back the forwards of its key written after it, which a replay of it
+could never release."""
 
 from __future__ import annotations
 
@@ -38,23 +39,21 @@ def one_pass(runtime, destination):
     with runtime.session_factory() as session:
         found, bodiless = sending.due(session, destination, runtime.clock(), 100)
     with runtime.session_factory.begin() as session:
-        sending.record_outcomes(
-            session, destination, [], bodiless, runtime.clock(), POLICY
-        )
+        sending.record_outcomes(session, destination, [], bodiless, runtime.clock(), POLICY)
     return [due.message.forward_id for due in found], bodiless
 
 
 def test_a_replayed_forward_whose_body_is_gone_holds_back_no_later_forward_of_its_key(runtime):
     endpoint, _ = make_endpoint(runtime)
     destination = add_destination(runtime, "redis", {"url": REDIS_URL, "stream": unique("s-")})
-    pruned_event, pruned = forward_of(runtime, destination, endpoint, "delivered")
+    pruned_event, _ = forward_of(runtime, destination, endpoint, "delivered")
     with runtime.engine.begin() as connection:  # retention's payload clock
         connection.execute(
             text("UPDATE events SET body = NULL, headers = NULL WHERE id = :id"),
             {"id": pruned_event},
         )
     # The consumer lost its data: every delivered forward is sent again.
-    replay_forwards(
+    replayed = replay_forwards(
         runtime,
         destination,
         ReplaySet(statuses=("delivered",)),
@@ -62,7 +61,27 @@ def test_a_replayed_forward_whose_body_is_gone_holds_back_no_later_forward_of_it
         actor="test",
         reason="consumer restored from backup",
     )
-    assert one_pass(runtime, destination) == ([], [pruned])  # dead at once: nothing to send
+    assert (replayed["matched"], replayed["without_body"], replayed["replayed"]) == (0, 1, 0)
+    assert one_pass(runtime, destination) == ([], [])
     _, later = forward_of(runtime, destination, endpoint, "pending")
+    due, _ = one_pass(runtime, destination)
+    assert due == [later]
+
+
+def test_a_forward_found_without_its_body_goes_dead_and_its_key_goes_on(runtime):
+    endpoint, _ = make_endpoint(runtime)
+    destination = add_destination(runtime, "redis", {"url": REDIS_URL, "stream": unique("s-")})
+    pruned_event, pruned = forward_of(runtime, destination, endpoint, "pending")
+    _, later = forward_of(runtime, destination, endpoint, "pending")
+    with runtime.engine.begin() as connection:
+        connection.execute(
+            text("UPDATE events SET body = NULL WHERE id = :id"), {"id": pruned_event}
+        )
+    assert one_pass(runtime, destination) == ([later], [pruned])
+    with runtime.engine.connect() as connection:
+        status = connection.execute(
+            text("SELECT status, last_error FROM forwards WHERE id = :id"), {"id": pruned}
+        ).one()
+    assert status[0] == "dead" and "body is gone" in status[1]
     due, _ = one_pass(runtime, destination)
     assert due == [later]
