@@ -73,4 +73,4 @@ def shown_age(seconds: float) -> str:
     for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
         if seconds >= size:
             return f"{seconds / size:.1f} {unit}"
-    return f"{seconds:g} s"
+    return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"

@@ -142,7 +142,9 @@ def _forwarding(destinations: list[dict[str, Any]]) -> list[str]:
     for d in destinations:
         kind = printable(d["kind"]) + (", PAUSED" if d["paused"] else "")
         oldest = d["oldest_pending_seconds"]
-        waiting = f"{d['pending']} pending" + (f" (oldest {shown_age(oldest)})" if oldest else "")
+        # None: nothing waits (a forward written this instant is 0 s old, and shown).
+        shown = f" (oldest {shown_age(oldest)})" if oldest is not None else ""
+        waiting = f"{d['pending']} pending{shown}"
         line = (
             f"  {printable(d['name'])} ({kind}): {waiting}, {d['dead']} dead, "
             f"{d['delivered']} delivered, {counted(d['failed_attempts'], 'failed attempt')}"

@@ -7,6 +7,7 @@ one after another."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
@@ -27,6 +28,10 @@ from hooklatch.forwarding.kinds.base import Connection, Field, Outcome
 from hooklatch.forwarding.kinds.checks import checked_url, settings_of, shown_url, split
 from hooklatch.forwarding.kinds.failures import failed, os_reason
 from hooklatch.forwarding.message import Message
+
+# pika logs several ERROR lines for every connection that fails; the forward records the
+# reason and the sender one line per outage, so its own lines say nothing more.
+logging.getLogger("pika").setLevel(logging.CRITICAL)
 
 PERSISTENT = 2  # AMQP's delivery mode for a message the broker writes to disk
 SHORT_STRING = 255  # AMQP's limit, in bytes, on an exchange name and a routing key
