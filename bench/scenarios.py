@@ -112,7 +112,7 @@ class Bench:
         psql(
             self.database_url,
             "TRUNCATE attempts, outbox, replays, replay_batch_items, replay_batches, "
-            "ordering_keys, events, activity, audit_log, bench_effects, naive_events "
+            "ordering_keys, forwards, events, activity, audit_log, bench_effects, naive_events "
             "RESTART IDENTITY",
         )
         flush_redis(self.redis_url)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import cast
 
 from flask.typing import ResponseReturnValue
@@ -21,6 +20,7 @@ from hooklatch.admin.inputs import (
     flag,
     json_object,
     known_fields,
+    moment,
     text_field,
 )
 from hooklatch.errors import BadRequest, Conflict, storable
@@ -141,8 +141,8 @@ def replay_forwards(destination: str) -> ResponseReturnValue:
     statuses = _texts(data, "statuses", reason="bad_replay_filter")
     chosen = ReplaySet(
         statuses=(DEAD,) if statuses is None else tuple(statuses),
-        since=_moment(data, "since"),
-        until=_moment(data, "until"),
+        since=moment(data, "since", reason="bad_replay_filter"),
+        until=moment(data, "until", reason="bad_replay_filter"),
         type_glob=_replay_text(data, "type"),
         event_ids=_event_ids(data),
     )
@@ -248,19 +248,6 @@ def _replay_text(data: Mapping[str, JSON], name: str) -> str | None:
     if value is not None and not (isinstance(value, str) and value and storable(value)):
         raise BadRequest(f"{name} must be non-empty text", reason="bad_replay_filter")
     return value
-
-
-def _moment(data: Mapping[str, JSON], name: str) -> datetime | None:
-    text = _replay_text(data, name)
-    if text is None:
-        return None
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise BadRequest(
-            f"{name} must be an ISO 8601 time (2026-11-25T08:00:00Z)", reason="bad_replay_filter"
-        ) from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _event_ids(data: Mapping[str, JSON]) -> tuple[int, ...]:

@@ -50,14 +50,14 @@ def json_object() -> JSONObject:
     return data
 
 
-def text_field(data: Mapping[str, JSON], name: str) -> str | None:
+def text_field(data: Mapping[str, JSON], name: str, *, reason: str = "bad_parameter") -> str | None:
     """A text field of the body, as the database can store it: no NUL character and no
     lone surrogate ("\\ud800" is valid JSON, not UTF-8)."""
     value = data.get(name)
     if value is None:
         return None
     if not isinstance(value, str) or not storable(value):
-        raise BadRequest(f"{name} must be text (no NUL character)", reason="bad_parameter")
+        raise BadRequest(f"{name} must be text (no NUL character)", reason=reason)
     return value
 
 
@@ -89,16 +89,18 @@ def flag(data: Mapping[str, JSON], name: str) -> bool:
     return value
 
 
-def moment(data: Mapping[str, JSON], name: str) -> datetime | None:
+def moment(
+    data: Mapping[str, JSON], name: str, *, reason: str = "bad_parameter"
+) -> datetime | None:
     """An ISO 8601 time (UTC where it names no offset); None if left out."""
-    text = text_field(data, name)
+    text = text_field(data, name, reason=reason)
     if text is None:
         return None
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
         raise BadRequest(
-            f"{name} must be an ISO 8601 time (2026-11-25T08:00:00Z)", reason="bad_parameter"
+            f"{name} must be an ISO 8601 time (2026-11-25T08:00:00Z)", reason=reason
         ) from None
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
