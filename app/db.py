@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import sqlite3
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import (
     Connection,
     DateTime,
     Dialect,
     Engine,
+    Index,
     Insert,
     MetaData,
     Table,
     create_engine,
     event,
+    text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import DeclarativeBase, sessionmaker
@@ -67,6 +70,22 @@ RECONNECT_MAX_SECONDS = 10.0
 def reconnect_delay(failures: int) -> float:
     """How long to wait after ``failures`` failed tries in a row (however many)."""
     return min(0.5 * 2 ** min(failures, 5), RECONNECT_MAX_SECONDS)
+
+
+_random = secrets.SystemRandom()
+
+
+def backoff(attempt: int, *, base: float, maximum: float) -> timedelta:
+    """Exponential backoff with jitter, for an event's attempts and a forward's: between
+    half and all of base * 2^(attempt-1), at most ``maximum`` (the exponent is bounded, so
+    no attempt count overflows it)."""
+    ceiling = min(maximum, base * 2 ** min(attempt - 1, 64))
+    return timedelta(seconds=_random.uniform(ceiling / 2, ceiling))
+
+
+def partial_index(name: str, *columns: str, where: str) -> Index:
+    """An index of the rows ``where`` holds, alike on PostgreSQL and SQLite."""
+    return Index(name, *columns, postgresql_where=text(where), sqlite_where=text(where))
 
 
 def normalize_url(url: str) -> str:

@@ -18,19 +18,13 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
-    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from hooklatch.db import Base, UTCDateTime, utcnow
+from hooklatch.db import Base, UTCDateTime, partial_index, utcnow
 
 # BIGINT ids on servers; SQLite only auto-increments INTEGER PRIMARY KEY.
 BigId = BigInteger().with_variant(Integer, "sqlite")
-
-
-def _partial_index(name: str, *columns: str, where: str) -> Index:
-    """An index of the rows ``where`` holds, alike on PostgreSQL and SQLite."""
-    return Index(name, *columns, postgresql_where=text(where), sqlite_where=text(where))
 
 
 # Event.origin and Event.verified_by: a delivery the provider sent, verified by its
@@ -68,17 +62,17 @@ class Event(Base):
         # Retention's payload pass: processed and ignored events that still hold their body,
         # oldest first. A row enters it when a worker finishes the event (ingest writes
         # pending rows: no entry, no cost) and leaves it when its payload is pruned.
-        _partial_index(
+        partial_index(
             "ix_events_prunable",
             "received_at",
             where="body IS NOT NULL AND status IN ('processed', 'ignored')",
         ),
         # The console's list of dead events, newest first, at any table size: only dead
         # rows are in it, so it costs nothing to events that never die.
-        _partial_index("ix_events_dead", "id", where="status = 'dead'"),
+        partial_index("ix_events_dead", "id", where="status = 'dead'"),
         # A key's pending events in the order they run (hooklatch.ordering): only keyed
         # pending rows are in it, so unkeyed traffic never touches it.
-        _partial_index(
+        partial_index(
             "ix_events_ordering",
             "endpoint_id",
             "ordering_key",
@@ -87,11 +81,11 @@ class Event(Base):
             where="ordering_key IS NOT NULL AND status = 'pending'",
         ),
         # The events that repeat an earlier body, counted by endpoint.
-        _partial_index(
+        partial_index(
             "ix_events_repeated_bodies", "endpoint_id", where="repeats_event_id IS NOT NULL"
         ),
         # The conflicting deliveries, counted by endpoint.
-        _partial_index(
+        partial_index(
             "ix_events_conflicts", "endpoint_id", where="conflicts_with_event_id IS NOT NULL"
         ),
     )
@@ -147,26 +141,26 @@ class OutboxEntry(Base):
     __tablename__ = "outbox"
     __table_args__ = (
         # The relay's poll: rows not handed to a job yet, oldest first.
-        _partial_index("ix_outbox_undispatched", "id", where="job_id IS NULL"),
+        partial_index("ix_outbox_undispatched", "id", where="job_id IS NULL"),
         # The relay's poll for the replay queue: replays' rows not handed out yet. Through
         # the index above it would walk every live row waiting (an outage's backlog) to
         # find the few replays behind them.
-        _partial_index(
+        partial_index(
             "ix_outbox_replays_undispatched", "id", where="job_id IS NULL AND replay_id IS NOT NULL"
         ),
         # Rows are found by a replay, never by its absence: NULLs (every row that is not a
         # replay) left in this index let a planner without statistics pair it with the
         # event_id index and read every outbox row for each pending event.
-        _partial_index("ix_outbox_replay_id", "replay_id", where="replay_id IS NOT NULL"),
+        partial_index("ix_outbox_replay_id", "replay_id", where="replay_id IS NOT NULL"),
         # The relay's polls of the live lane and of the events a reconcile fetched, which
         # workers read after it: each from its own index, since a catch-up leaves
         # thousands of fetched rows waiting, and live ones keep coming behind them.
-        _partial_index(
+        partial_index(
             "ix_outbox_live_undispatched",
             "id",
             where="job_id IS NULL AND replay_id IS NULL AND NOT fetched",
         ),
-        _partial_index("ix_outbox_fetched_undispatched", "id", where="job_id IS NULL AND fetched"),
+        partial_index("ix_outbox_fetched_undispatched", "id", where="job_id IS NULL AND fetched"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
@@ -261,7 +255,7 @@ class Attempt(Base):
     __table_args__ = (
         # Deleting a replay (with its event, by retention) sets its attempts' replay_id to
         # NULL: without this index, PostgreSQL scans every attempt for each replay deleted.
-        _partial_index("ix_attempts_replay_id", "replay_id", where="replay_id IS NOT NULL"),
+        partial_index("ix_attempts_replay_id", "replay_id", where="replay_id IS NOT NULL"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)

@@ -10,18 +10,16 @@ from sqlalchemy import (
     Boolean,
     Float,
     ForeignKey,
-    Index,
     Integer,
     LargeBinary,
     String,
     Text,
     UniqueConstraint,
     false,
-    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from hooklatch.db import Base, UTCDateTime, utcnow
+from hooklatch.db import Base, UTCDateTime, partial_index, utcnow
 from hooklatch.endpoints.models import ID_LENGTH, NAME_LENGTH
 from hooklatch.events.models import BigId
 
@@ -31,10 +29,6 @@ PENDING = "pending"
 DELIVERED = "delivered"
 DEAD = "dead"
 STATUSES = (PENDING, DELIVERED, DEAD)
-
-
-def _partial_index(name: str, *columns: str, where: str) -> Index:
-    return Index(name, *columns, postgresql_where=text(where), sqlite_where=text(where))
 
 
 class Destination(Base):
@@ -88,17 +82,17 @@ class Forward(Base):
     __table_args__ = (
         UniqueConstraint("event_id", "destination_id"),
         # The forwarder's poll: a destination's pending forwards, oldest first.
-        _partial_index("ix_forwards_pending", "destination_id", "id", where="status = 'pending'"),
+        partial_index("ix_forwards_pending", "destination_id", "id", where="status = 'pending'"),
         # A key's forwards not delivered yet, in their order: a keyed forward waits behind
         # an earlier one of its key that failed and is not due yet, or is dead.
-        _partial_index(
+        partial_index(
             "ix_forwards_keyed",
             "destination_id",
             "ordering_key",
             "id",
             where="ordering_key IS NOT NULL AND status != 'delivered'",
         ),
-        _partial_index("ix_forwards_dead", "destination_id", "id", where="status = 'dead'"),
+        partial_index("ix_forwards_dead", "destination_id", "id", where="status = 'dead'"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,6 +17,7 @@ from sqlalchemy import Table, and_, bindparam, exists, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from hooklatch.crypto import SecretBox
+from hooklatch.db import backoff
 from hooklatch.events.identity import idempotency_key
 from hooklatch.events.models import Event
 from hooklatch.forwarding.kinds.base import Connection, Outcome, Publisher
@@ -25,7 +25,6 @@ from hooklatch.forwarding.message import Message
 from hooklatch.forwarding.models import DEAD, DELIVERED, PENDING, Destination, Forward
 
 log = logging.getLogger(__name__)
-_random = secrets.SystemRandom()
 
 # The most forwards one pass of a destination's sender takes: as many as a publisher
 # that sends a whole call together takes at once, and at least PASS_MIN for those that
@@ -392,6 +391,5 @@ def _add_up(
 
 
 def retry_delay(attempt: int, policy: Policy) -> timedelta:
-    """Exponential backoff with jitter: between half and all of base * 2^(attempt-1)."""
-    ceiling = min(policy.retry_max_seconds, policy.retry_base_seconds * 2 ** min(attempt - 1, 40))
-    return timedelta(seconds=_random.uniform(ceiling / 2, ceiling))
+    """The pause after a forward's ``attempt``-th failure (hooklatch.db.backoff)."""
+    return backoff(attempt, base=policy.retry_base_seconds, maximum=policy.retry_max_seconds)

@@ -4,8 +4,8 @@ how long a process waits before it tries its database or Redis again."""
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
-from hooklatch.db import reconnect_delay
-from hooklatch.workers.worker.attempts import backoff, idempotency_key
+from hooklatch.db import backoff, reconnect_delay
+from hooklatch.workers.worker.attempts import idempotency_key
 
 
 def test_the_wait_never_exceeds_the_maximum_however_many_attempts():

@@ -8,16 +8,16 @@ writes with the others' at its end (``Writes``). A replay runs handlers the same
 from __future__ import annotations
 
 import logging
-import secrets
 import traceback
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import NamedTuple, Protocol, TypedDict
 
 from psycopg2.extensions import TRANSACTION_STATUS_INERROR
 from sqlalchemy import insert, update
 from sqlalchemy.orm import Session
 
+from hooklatch.db import backoff
 from hooklatch.events import identity
 from hooklatch.events.models import DEAD, IGNORED, PENDING, PROCESSED, Attempt, Event
 from hooklatch.forwarding import record as forwarding
@@ -36,7 +36,6 @@ FAILED = "failed"
 STALE = "stale"  # older than its key's newest applied event: ignored, with the reason
 # The attempts whose event is forwarded: it ran, or no handler wanted it.
 FORWARDED_OUTCOMES = (SUCCEEDED, IGNORED)
-_random = secrets.SystemRandom()
 
 # The most of a traceback an attempt keeps: its innermost frames, where the error is.
 TRACEBACK_CHARS = 16_000
@@ -65,12 +64,6 @@ class ClaimedEvent(Protocol):
 def idempotency_key(event: ClaimedEvent) -> str:
     """The same on every attempt and replay of an event (hooklatch.events.identity)."""
     return identity.idempotency_key(event.endpoint_id, event.external_id, event.variant)
-
-
-def backoff(attempt: int, *, base: float, maximum: float) -> timedelta:
-    """Exponential backoff with jitter: between half and all of base * 2^(attempt-1)."""
-    ceiling = min(maximum, base * 2 ** (attempt - 1))
-    return timedelta(seconds=_random.uniform(ceiling / 2, ceiling))
 
 
 def error_text(exc: BaseException) -> str:
